@@ -1,0 +1,24 @@
+"""Framework registry: one line per framework sub-package.
+
+Adding a framework means adding its sub-package and a line here; nothing else.
+The sub-packages' ``__init__`` must not import their deep-learning framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from harness.framework_api import FrameworkInfo
+
+REGISTRY: dict[str, str] = {
+    "torch_ddp": "frameworks.torch_ddp",
+}
+
+
+def get(name: str) -> FrameworkInfo:
+    """The declared facts of framework ``name`` (KeyError if unknown)."""
+    return importlib.import_module(REGISTRY[name]).INFO
+
+
+def names() -> list[str]:
+    return list(REGISTRY)

@@ -1,0 +1,133 @@
+"""PyTorch DDP worker: one process per rank, started by torchrun through harness.worker."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from frameworks.torch_ddp.models import ResNet50, build_bert, parameter_count
+from harness.axes import Device, Workload
+from harness.events import EventWriter
+from harness.measure import run_measured_loop
+from harness.spec import RunSpec
+
+
+def resolve_device(requested: Device) -> str:
+    if requested == Device.CUDA and not torch.cuda.is_available():
+        raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
+    if requested == Device.CPU or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda"
+
+
+def build_model(spec: RunSpec) -> nn.Module:
+    if spec.workload == Workload.RESNET50:
+        return ResNet50(spec.workload_options["num_classes"])
+    return build_bert(spec.workload_options)
+
+
+def synthetic_batch(spec: RunSpec, rank: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """A fixed random batch for this rank, made once, before anything is timed."""
+    gen = torch.Generator().manual_seed(spec.seed * 1000 + rank)
+    n, opts = spec.batch_per_worker, spec.workload_options
+    if spec.workload == Workload.RESNET50:
+        size = opts["image_size"]
+        batch = {"images": torch.randn(n, 3, size, size, generator=gen),
+                 "labels": torch.randint(0, opts["num_classes"], (n,), generator=gen)}
+    else:
+        seq, vocab = opts["seq_len"], opts["vocab_size"]
+        mlm_labels = torch.randint(0, vocab, (n, seq), generator=gen)
+        mlm_labels[torch.rand(n, seq, generator=gen) > 0.15] = -100  # 15% of tokens are predicted
+        batch = {"input_ids": torch.randint(0, vocab, (n, seq), generator=gen),
+                 "token_type_ids": torch.cat([torch.zeros(n, seq // 2, dtype=torch.long),
+                                              torch.ones(n, seq - seq // 2, dtype=torch.long)], 1),
+                 "attention_mask": torch.ones(n, seq, dtype=torch.long),
+                 "labels": mlm_labels,
+                 "next_sentence_label": torch.randint(0, 2, (n,), generator=gen)}
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def make_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
+    """SGD with momentum for ResNet (Goyal et al.), AdamW for BERT (Devlin et al.)."""
+    if spec.workload == Workload.RESNET50:
+        return torch.optim.SGD(model.parameters(), lr=0.1 * spec.global_batch / 256, momentum=0.9,
+                               weight_decay=1e-4)
+    return torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+
+
+def loss_of(spec: RunSpec, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    if spec.workload == Workload.RESNET50:
+        return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
+    return model(**batch).loss
+
+
+def weights_checksum(model: nn.Module) -> str:
+    """Hash of every parameter's bytes: equal on all ranks iff their weights are identical.
+
+    Buffers are left out on purpose: BatchNorm running statistics are updated from each
+    rank's own batch after DDP last broadcast them, so they legitimately differ.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for tensor in model.parameters():
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def versions() -> dict[str, str]:
+    found = {"torch": torch.__version__, "python": platform.python_version()}
+    try:
+        import transformers
+
+        found["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        found["cuda"] = str(torch.version.cuda)
+        found["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        found["cudnn"] = str(torch.backends.cudnn.version())
+    return found
+
+
+def gpu_facts(device: str) -> dict[str, str | None]:
+    if device != "cuda":
+        return {"gpu_model": None, "gpu_count": 0}
+    return {"gpu_model": torch.cuda.get_device_name(), "gpu_count": torch.cuda.device_count()}
+
+
+def main(spec: RunSpec, events: EventWriter) -> None:
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    device_kind = resolve_device(spec.device)
+    if device_kind == "cuda":
+        torch.cuda.set_device(local_rank)
+    device = torch.device(device_kind, local_rank) if device_kind == "cuda" else torch.device("cpu")
+    dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    events.hello(world, device_kind, versions(), backend=dist.get_backend(),
+                 torch_threads=torch.get_num_threads(), **gpu_facts(device_kind))
+
+    torch.manual_seed(spec.seed)
+    model = build_model(spec).to(device)
+    ddp = DDP(model, device_ids=[local_rank] if device_kind == "cuda" else None)
+    optimizer = make_optimizer(spec, ddp)
+    batch = synthetic_batch(spec, rank, device)
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_of(spec, ddp, batch)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    sync = torch.cuda.synchronize if device_kind == "cuda" else (lambda: None)
+    run_measured_loop(step, sync=sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
+                      measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
+                      events=events, loss_value=lambda t: float(t.item()))
+    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model))
+    dist.barrier()
+    dist.destroy_process_group()

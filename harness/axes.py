@@ -1,0 +1,44 @@
+"""Closed sets of values used as scenario axes and result columns."""
+
+from enum import Enum
+
+
+class Workload(str, Enum):
+    RESNET50 = "resnet50"
+    BERT = "bert"
+
+
+class Size(str, Enum):
+    """Workload variant; the options behind each are data in :mod:`harness.workloads`."""
+
+    TINY = "tiny"
+    SMALL = "small"
+    FULL = "full"
+    LARGE = "large"
+
+
+class Strategy(str, Enum):
+    ALLREDUCE = "allreduce"
+
+
+class Storage(str, Enum):
+    SYNTHETIC = "synthetic"
+
+
+class Device(str, Enum):
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+class Status(str, Enum):
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+
+
+def values(enum: type[Enum]) -> list[str]:
+    """The allowed string values of an enum, for error messages."""
+    return [member.value for member in enum]

@@ -1,0 +1,186 @@
+"""The ``rosetta`` command: list, plan, run, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+
+DEFAULT_RESULTS = Path("results")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args) or 0
+    except UserError as exc:
+        print(f"rosetta: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rosetta: interrupted; the current run was recorded as interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rosetta", description="Distributed training benchmarks across "
+                                     "frameworks, strategies and storage.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="frameworks, workloads, strategies, storage and launchers known here")
+    p.set_defaults(handler=cmd_list)
+
+    p = sub.add_parser("plan", help="print the runs a scenario expands to, without running them")
+    p.add_argument("scenario", nargs="?", help="scenario TOML file (default: the built-in quickstart)")
+    p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser("run", help="run a scenario (default: the built-in quickstart) and report it")
+    p.add_argument("scenario", nargs="?", help="scenario TOML file (default: the built-in quickstart)")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
+    p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("report", help="print the results table and write the chart")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
+    p.add_argument("--sweep", help="sweep id to report (default: the latest; 'all' for every sweep)")
+    p.add_argument("--chart", type=Path, help="chart PNG path (default: RESULTS/report-<sweep>.png)")
+    p.set_defaults(handler=cmd_report)
+    return parser
+
+
+def _load_scenario(path: str | None):
+    from harness import scenario
+
+    return scenario.load(path or scenario.builtin_quickstart())
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    import frameworks
+    from harness.axes import Device, Storage, Strategy
+    from harness.workloads import WORKLOADS
+
+    console = Console()
+    table = Table(title="Frameworks")
+    for col in ("name", "title", "launcher", "workloads", "strategies", "storage", "installed"):
+        table.add_column(col)
+    for name in frameworks.names():
+        info = frameworks.get(name)
+        missing = info.missing_modules()
+        extra = sorted({m for w in info.workloads for m in info.missing_modules(w)} - set(missing))
+        installed = "[green]yes[/green]" if not missing else f"[red]no[/red] (missing {', '.join(missing)})"
+        if not missing and extra:
+            installed += f" (for some workloads, missing {', '.join(extra)})"
+        table.add_row(name, info.title, info.launcher, ", ".join(w.value for w in info.workloads),
+                      ", ".join(s.value for s in info.strategies), ", ".join(s.value for s in info.storage),
+                      installed)
+    console.print(table)
+    workloads = Table(title="Workloads (sizes are option sets)")
+    for col in ("name", "model", "unit", "sizes"):
+        workloads.add_column(col)
+    for info in WORKLOADS.values():
+        sizes = "; ".join(f"{s.value}: " + ", ".join(f"{k}={v}" for k, v in opts.items())
+                          for s, opts in info.presets.items())
+        workloads.add_row(info.name.value, info.title, info.sample_unit, sizes)
+    console.print(workloads)
+    console.print(f"Strategies: {', '.join(s.value for s in Strategy)}")
+    console.print(f"Storage backends: {', '.join(s.value for s in Storage)}")
+    console.print(f"Devices: {', '.join(d.value for d in Device)}")
+    console.print("Launchers: torchrun")
+
+
+def cmd_plan(args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.matrix import expand
+    from harness.runner import skip_reason
+
+    scenario = _load_scenario(args.scenario)
+    specs = expand(scenario)
+    table = Table(title=f"{scenario.name}: {len(specs)} runs ({scenario.settings.repeats} repeats, "
+                        f"{scenario.settings.warmup_steps} warm-up + {scenario.settings.measured_steps} "
+                        f"measured steps each)")
+    for col in ("#", "framework", "workload", "size", "world", "batch/worker", "strategy", "storage",
+                "repeat", "will run"):
+        table.add_column(col)
+    for i, spec in enumerate(specs):
+        reason = skip_reason(spec)
+        table.add_row(str(i), spec.framework, spec.workload.value, spec.size.value,
+                      f"{spec.nodes}x{spec.procs_per_node}", str(spec.batch_per_worker), spec.strategy.value,
+                      spec.storage.value, str(spec.repeat), "yes" if reason is None else f"skip: {reason}")
+    Console().print(table)
+
+
+class RichObserver:
+    """Live progress: which run, which step, current samples/s."""
+
+    def __init__(self, progress, total: int):
+        self.progress = progress
+        self.task = progress.add_task("starting", total=total)
+
+    def run_started(self, index: int, total: int, spec) -> None:
+        self.label = (f"run {index + 1}/{total} {spec.framework} {spec.workload.value}/{spec.size.value} "
+                      f"{spec.nodes}x{spec.procs_per_node} b{spec.batch_per_worker} r{spec.repeat}")
+        self.progress.update(self.task, description=f"{self.label}: launching")
+
+    def step(self, spec, event: dict[str, Any]) -> None:
+        total = spec.warmup_steps if event["phase"] == "warmup" else spec.measured_steps
+        rate = event["samples"] * spec.world_size / event["seconds"] if event["seconds"] > 0 else 0.0
+        self.progress.update(self.task, description=f"{self.label}: {event['phase']} step {event['index'] + 1}/"
+                                                    f"{total}, ~{rate:.1f} samples/s")
+
+    def run_finished(self, row: dict[str, Any]) -> None:
+        self.progress.advance(self.task)
+        if row["status"] == "ok":
+            note = f"[green]ok[/green] {row['throughput']:.1f} {row['sample_unit']}/s"
+        else:
+            note = f"[yellow]{row['status']}[/yellow]: {row['reason']}"
+        self.progress.console.print(f"{self.label}: {note}", highlight=False)
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.matrix import expand
+    from harness.runner import run_sweep
+
+    scenario = _load_scenario(args.scenario)
+    total = len(expand(scenario))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn()) as progress:
+        rows = run_sweep(scenario, args.results, RichObserver(progress, total))
+    _report(args.results, rows[0]["sweep_id"] if rows else None, None)
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    _report(args.results, args.sweep, args.chart)
+
+
+def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
+    from rich.console import Console
+
+    from harness import report, results
+
+    table = results.load(results_dir)
+    if table.empty:
+        raise UserError(f"{results_dir}: no results yet; run `rosetta run` first")
+    sweep = sweep or report.latest_sweep(table)
+    if sweep != "all":
+        if sweep not in set(table["sweep_id"]):
+            raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
+        table = table[table["sweep_id"] == sweep]
+    summary = report.summarize(table)
+    console = Console()
+    report.print_table(summary, console)
+    path = report.plot(summary, chart or results_dir / f"report-{sweep}.png")
+    console.print(f"chart: {path}")
+    console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Turn what a launch left behind (exit status, per-rank records, logs) into a row's fields."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from harness import metrics
+from harness.axes import Status
+from harness.events import RankRecord
+from harness.execute import Outcome
+from harness.spec import RunSpec
+from harness.worker import log_path
+
+REASON_MAX_CHARS = 600
+
+
+def last_lines(path: Path, count: int = 3) -> list[str]:
+    """The last non-empty lines of a log file (none if it does not exist)."""
+    try:
+        with open(path, errors="replace") as fh:
+            return list(deque((line.rstrip() for line in fh if line.strip()), maxlen=count))
+    except OSError:
+        return []
+
+
+def _rank_tail(run_dir: Path, rank: RankRecord) -> str:
+    if rank.errors:
+        return f"rank {rank.rank}: {rank.errors[-1]}"
+    tail = last_lines(log_path(run_dir, rank.rank), 2)
+    return f"rank {rank.rank}: " + (" / ".join(tail) if tail else "no output")
+
+
+def _progress(rank: RankRecord) -> str:
+    return f"rank {rank.rank} at measured step {len(rank.step_seconds)}"
+
+
+def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
+                      run_dir: Path) -> tuple[Status, str | None]:
+    """Decide the run's status; every status but ``ok`` comes with a one-line reason."""
+    unfinished = [r for r in ranks if r.end is None]
+    if outcome.timed_out:
+        where = "; ".join(_progress(r) for r in unfinished) or "all ranks finished"
+        return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where})")
+    if outcome.returncode != 0:
+        culprits = [r for r in ranks if r.errors] or unfinished or ranks
+        details = "; ".join(_rank_tail(run_dir, r) for r in culprits)
+        return Status.FAILED, _clip(f"launcher exit code {outcome.returncode}; {details}")
+    for rank in ranks:
+        if rank.window is None or not rank.step_seconds:
+            return Status.FAILED, _clip(f"rank {rank.rank} measured nothing; {_rank_tail(run_dir, rank)}")
+        if rank.end is None:
+            return Status.FAILED, _clip(f"rank {rank.rank} did not finish; {_rank_tail(run_dir, rank)}")
+    checksums = {r.end["weights_checksum"] for r in ranks}
+    if len(checksums) != 1:
+        return Status.FAILED, "ranks hold different weights after training (checksums differ)"
+    return Status.OK, None
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 3] + "..."
+
+
+def measurement_fields(ranks: list[RankRecord]) -> dict[str, Any]:
+    """Throughput and step-time fields of a run whose every rank reported a window."""
+    per_step = metrics.step_times([r.step_seconds for r in ranks])
+    samples = [r.window["samples"] for r in ranks]
+    windows = [r.window["seconds"] for r in ranks]
+    losses = ranks[0].losses
+    return {
+        "throughput": metrics.run_throughput(samples, windows),
+        "samples_measured": sum(samples),
+        "window_s": max(windows),
+        "step_time_p50_s": metrics.percentile(per_step, 50),
+        "step_time_p90_s": metrics.percentile(per_step, 90),
+        "step_times_s": json.dumps(per_step),
+        "first_loss": losses[0] if losses else math.nan,
+        "last_loss": losses[-1] if losses else math.nan,
+    }
+
+
+def worker_facts(ranks: list[RankRecord], framework_module: str) -> dict[str, Any]:
+    """Device, versions and GPU facts as rank 0 (or the first rank that said hello) reported them."""
+    hello = next((r.hello for r in ranks if r.hello), None)
+    end = next((r.end for r in ranks if r.end), None)
+    facts: dict[str, Any] = {}
+    if hello:
+        versions = hello.get("versions", {})
+        facts.update(device=hello.get("device"), versions=json.dumps(versions, sort_keys=True),
+                     framework_version=versions.get(framework_module), gpu_model=hello.get("gpu_model"),
+                     gpu_count=hello.get("gpu_count"))
+    if end:
+        facts["parameters"] = end.get("parameters")
+    checksums = {r.end["weights_checksum"] for r in ranks if r.end}
+    if ranks and all(r.end for r in ranks):
+        facts["weights_consistent"] = len(checksums) == 1
+        facts["weights_checksum"] = ranks[0].end["weights_checksum"]
+    return facts

@@ -1,0 +1,139 @@
+"""Build frozen dataclasses from TOML tables, with one-line errors for every mistake.
+
+Field types understood: ``int``, ``float``, ``str``, ``bool``, str-Enums, and
+``tuple[T, ...]`` of those (a scalar is accepted as a one-element tuple).
+Bounds come from field metadata: ``field(metadata={"min": 1})``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from enum import Enum
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """A place in a configuration file, for error messages."""
+
+    file: str
+    table: str = ""
+
+    def key(self, key: str) -> str:
+        return f"{self.file}: [{self.table}] {key}" if self.table else f"{self.file}: {key}"
+
+    def error(self, key: str, problem: str) -> UserError:
+        return UserError(f"{self.key(key)}: {problem}")
+
+    def sub(self, table: str) -> "Where":
+        return Where(self.file, f"{self.table}.{table}" if self.table else table)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; a missing or malformed file is a :class:`UserError`."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not valid TOML: not UTF-8 text") from None
+
+
+def check_keys(table: Mapping[str, Any], allowed: typing.Iterable[str], where: Where) -> None:
+    """Reject unknown keys, naming the allowed ones."""
+    allowed = list(allowed)
+    for key in table:
+        if key not in allowed:
+            raise where.error(key, f"unknown key; allowed: {', '.join(allowed)}")
+
+
+def expect_table(value: Any, where: Where, key: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise where.error(key, f"must be a table, got {type_name(value)}")
+    return value
+
+
+def type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def convert(value: Any, tp: Any, where: Where, key: str, meta: Mapping[str, Any] | None = None) -> Any:
+    """Convert one TOML value to ``tp``, checking bounds from ``meta``."""
+    meta = meta or {}
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        (item_tp, _) = typing.get_args(tp)
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise where.error(key, "must not be empty")
+        converted = tuple(convert(item, item_tp, where, key, meta) for item in items)
+        if len(set(converted)) != len(converted):
+            raise where.error(key, "values must not repeat")
+        return converted
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        allowed = [m.value for m in tp]
+        if not isinstance(value, str) or value not in allowed:
+            raise where.error(key, f"must be one of {', '.join(allowed)}; got {value!r}")
+        return tp(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise where.error(key, f"must be true or false, got {type_name(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise where.error(key, f"must be an integer, got {type_name(value)}")
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise where.error(key, f"must be a number, got {type_name(value)}")
+        value = float(value)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise where.error(key, "must be a finite number")
+    elif tp is str:
+        if not isinstance(value, str):
+            raise where.error(key, f"must be a string, got {type_name(value)}")
+        choices = meta.get("choices")
+        if choices is not None and value not in choices:
+            raise where.error(key, f"must be one of {', '.join(choices)}; got {value!r}")
+        return value
+    else:  # pragma: no cover - a programming error, not user input
+        raise TypeError(f"unsupported field type {tp!r}")
+    lo, hi = meta.get("min"), meta.get("max")
+    if lo is not None and value < lo:
+        raise where.error(key, f"must be >= {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise where.error(key, f"must be <= {hi}, got {value}")
+    return value
+
+
+def build(cls: type, table: Mapping[str, Any], where: Where, **extra_meta: Mapping[str, Any]) -> Any:
+    """Build dataclass ``cls`` from ``table``: unknown keys, wrong types and bounds are errors.
+
+    ``extra_meta`` adds metadata per field known only at run time (e.g. registry choices).
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    check_keys(table, fields, where)
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, fld in fields.items():
+        if name in table:
+            meta = {**fld.metadata, **extra_meta.get(name, {})}
+            kwargs[name] = convert(table[name], hints[name], where, name, meta)
+        elif fld.default is dataclasses.MISSING and fld.default_factory is dataclasses.MISSING:
+            raise where.error(name, "missing (required)")
+    return cls(**kwargs)
+
+
+def field_type(cls: type, name: str) -> Any:
+    return typing.get_type_hints(cls)[name]
+

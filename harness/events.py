@@ -1,0 +1,112 @@
+"""Per-rank event records: the workers' half of the contract with the harness.
+
+Each rank appends JSON lines to ``events-rank<R>.jsonl`` in the run's folder,
+flushing every line, so that a crash loses at most the line being written and
+the harness can show progress while the run goes on. Times are in seconds.
+
+Records (``event`` field):
+  ``hello``   format, rank, world_size, device, versions, host facts of the rank
+  ``step``    phase ("warmup" | "measure"), index, seconds, samples
+  ``window``  seconds (the rank's measured wall time), samples, steps
+  ``losses``  values: the loss of every measured step (read after the window)
+  ``end``     weights_checksum, extra facts (e.g. parameter count)
+  ``error``   message (an exception in the worker)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EVENTS_FORMAT = 1
+
+
+def events_path(out_dir: Path, rank: int) -> Path:
+    return Path(out_dir) / f"events-rank{rank}.jsonl"
+
+
+class EventWriter:
+    """Appends one rank's records; each line is flushed to the OS when written."""
+
+    def __init__(self, out_dir: Path, rank: int):
+        self.rank = rank
+        self._fh = open(events_path(out_dir, rank), "a", buffering=1)
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self._fh.write(json.dumps({"event": event, **fields}) + "\n")
+
+    def hello(self, world_size: int, device: str, versions: dict[str, str], **facts: Any) -> None:
+        self.emit("hello", format=EVENTS_FORMAT, rank=self.rank, world_size=world_size, device=device,
+                  versions=versions, pid=os.getpid(), **facts)
+
+    def close(self) -> None:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+
+
+@dataclass
+class RankRecord:
+    """What one rank reported, read back by the harness."""
+
+    rank: int
+    hello: dict[str, Any] | None = None
+    warmup_steps: list[float] = field(default_factory=list)
+    step_seconds: list[float] = field(default_factory=list)  # measured steps only
+    step_samples: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    window: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def read_rank(out_dir: Path, rank: int) -> RankRecord:
+    """Read a rank's records; a missing file or a torn last line is tolerated."""
+    record = RankRecord(rank)
+    path = events_path(out_dir, rank)
+    if not path.exists():
+        return record
+    for line in path.read_text().splitlines():
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line torn by a crash
+        kind = ev.get("event")
+        if kind == "hello":
+            record.hello = ev
+        elif kind == "step" and ev.get("phase") == "warmup":
+            record.warmup_steps.append(ev["seconds"])
+        elif kind == "step":
+            record.step_seconds.append(ev["seconds"])
+            record.step_samples.append(ev["samples"])
+        elif kind == "losses":
+            record.losses = list(ev["values"])
+        elif kind == "window":
+            record.window = ev
+        elif kind == "end":
+            record.end = ev
+        elif kind == "error":
+            record.errors.append(ev.get("message", ""))
+    return record
+
+
+def latest_step(out_dir: Path, rank: int = 0) -> dict[str, Any] | None:
+    """The last step record of a rank (for live progress), read from the file's tail."""
+    path = events_path(out_dir, rank)
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - 4096))
+            lines = fh.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if ev.get("event") == "step":
+            return ev
+    return None

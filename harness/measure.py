@@ -1,0 +1,56 @@
+"""The measured training loop every framework's worker uses (no framework imported here).
+
+The window of a rank starts after warm-up, after a barrier across ranks and a
+device synchronization, and ends after the last measured step's device
+synchronization. Every step is timed with the device synchronized before the
+clock is read, and recorded raw.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from harness.events import EventWriter
+
+
+def run_measured_loop(
+    step: Callable[[], Any],
+    *,
+    sync: Callable[[], None],
+    barrier: Callable[[], None],
+    warmup_steps: int,
+    measured_steps: int,
+    samples_per_step: int,
+    events: EventWriter,
+    loss_value: Callable[[Any], float] = float,
+) -> dict[str, float]:
+    """Run warm-up then measured steps; return this rank's window (seconds, samples, steps).
+
+    ``step`` runs one training step and returns its loss (any object; converted by
+    ``loss_value`` only after the window, so no extra device sync is added inside it).
+    ``samples_per_step`` is this rank's batch size.
+    """
+    clock = time.perf_counter
+    for index in range(warmup_steps):
+        t0 = clock()
+        step()
+        sync()
+        events.emit("step", phase="warmup", index=index, seconds=clock() - t0, samples=samples_per_step)
+    barrier()
+    sync()
+    losses = []
+    window_start = clock()
+    t_prev = window_start
+    for index in range(measured_steps):
+        losses.append(step())
+        sync()
+        t_now = clock()
+        events.emit("step", phase="measure", index=index, seconds=t_now - t_prev, samples=samples_per_step)
+        t_prev = clock()  # the record above is bookkeeping: keep it out of the next step's time
+    window_end = clock()
+    window = {"seconds": window_end - window_start, "samples": samples_per_step * measured_steps,
+              "steps": measured_steps}
+    events.emit("window", **window)
+    events.emit("losses", values=[loss_value(v) for v in losses])
+    return window

@@ -1,0 +1,55 @@
+"""The arithmetic of the measurements, as small pure functions."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Sequence
+
+# Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30; beyond that, 1.96 is close enough.
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+         2.052, 2.048, 2.045, 2.042]
+
+
+def run_throughput(samples_per_rank: Sequence[int], window_s_per_rank: Sequence[float]) -> float:
+    """Samples/s of one run: global samples in the measured window / the slowest rank's window (s).
+
+    Not rank 0 x world size, nor a mean of per-step rates: the run is as fast as its slowest rank.
+    """
+    if not samples_per_rank or len(samples_per_rank) != len(window_s_per_rank):
+        raise ValueError("need one window per rank")
+    slowest = max(window_s_per_rank)
+    if slowest <= 0:
+        raise ValueError("measured window must be positive")
+    return sum(samples_per_rank) / slowest
+
+
+def scaling_efficiency(throughput_n: float, world_n: int, throughput_base: float, world_base: int) -> float:
+    """throughput(N) / (N / N0 x throughput(N0)): 1.0 is ideal linear scaling."""
+    return throughput_n / (world_n / world_base * throughput_base)
+
+
+def step_times(per_rank_steps: Sequence[Sequence[float]]) -> list[float]:
+    """Per-step time of the run (s): for each step index, the slowest rank's time."""
+    return [max(times) for times in zip(*per_rank_steps)]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), the same as numpy's default."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
+    """95% Student-t confidence interval of the mean; (nan, nan) with fewer than 2 values."""
+    n = len(values)
+    if n < 2:
+        return (math.nan, math.nan)
+    mean = statistics.fmean(values)
+    half = (_T975[n - 2] if n - 1 <= len(_T975) else 1.96) * statistics.stdev(values) / math.sqrt(n)
+    return (mean - half, mean + half)

@@ -1,0 +1,164 @@
+"""Scenario files: a matrix of runs declared in TOML, validated before anything runs.
+
+Layout of a scenario file::
+
+    name = "quickstart"            # optional, defaults to the file's stem
+    description = "..."            # optional
+    [settings]                     # applies to every run (RunSettings)
+    [matrix]                       # axes; each a value or an array (Matrix)
+    [[include]]                    # extra combinations (axis = value)
+    [[exclude]]                    # combinations to drop (axis = value, all must match)
+    [workload_options.<workload>]  # per-workload option overrides
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import frameworks
+from harness import config
+from harness.axes import Device, Size, Storage, Strategy, Workload
+from harness.config import Where
+from harness.errors import UserError
+from harness.workloads import WORKLOADS
+
+SCENARIO_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Settings shared by every run of a scenario. Times are in seconds."""
+
+    warmup_steps: int = field(default=5, metadata={"min": 0})
+    measured_steps: int = field(default=20, metadata={"min": 1})
+    repeats: int = field(default=3, metadata={"min": 1})
+    timeout_s: float = field(default=900.0, metadata={"min": 1})
+    device: Device = Device.AUTO
+    seed: int = field(default=0, metadata={"min": 0})
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The axes of a scenario; the runs are their product, less exclusions, plus inclusions."""
+
+    framework: tuple[str, ...]
+    workload: tuple[Workload, ...]
+    size: tuple[Size, ...] = (Size.SMALL,)
+    nodes: tuple[int, ...] = field(default=(1,), metadata={"min": 1})
+    procs_per_node: tuple[int, ...] = field(default=(1,), metadata={"min": 1})
+    batch_per_worker: tuple[int, ...] = field(default=(32,), metadata={"min": 1})
+    strategy: tuple[Strategy, ...] = (Strategy.ALLREDUCE,)
+    storage: tuple[Storage, ...] = (Storage.SYNTHETIC,)
+
+
+AXES = [f.name for f in dataclasses.fields(Matrix)]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str
+    settings: RunSettings
+    matrix: Matrix
+    description: str = ""
+    include: tuple[Mapping[str, Any], ...] = ()
+    exclude: tuple[Mapping[str, Any], ...] = ()
+    workload_options: Mapping[Workload, Mapping[str, int]] = field(default_factory=dict)
+
+
+TOP_LEVEL_KEYS = ["format", "name", "description", "settings", "matrix", "include", "exclude",
+                  "workload_options"]
+
+
+def load(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; any mistake is a one-line :class:`UserError`."""
+    path = Path(path)
+    return parse(config.read_toml(path), str(path), default_name=path.stem)
+
+
+def parse(doc: Mapping[str, Any], file: str, default_name: str = "scenario") -> Scenario:
+    """Validate a parsed TOML document (see :func:`load`)."""
+    where = Where(file)
+    config.check_keys(doc, TOP_LEVEL_KEYS, where)
+    fmt = doc.get("format", SCENARIO_FORMAT)
+    if fmt != SCENARIO_FORMAT:
+        raise where.error("format", f"this harness reads scenario format {SCENARIO_FORMAT}, got {fmt!r}")
+    name = config.convert(doc.get("name", default_name), str, where, "name")
+    description = config.convert(doc.get("description", ""), str, where, "description")
+
+    settings_where = where.sub("settings")
+    settings = config.build(RunSettings, config.expect_table(doc.get("settings", {}), where, "settings"),
+                            settings_where)
+    if settings.warmup_steps >= settings.measured_steps:
+        raise settings_where.error(
+            "warmup_steps", f"must be < measured_steps ({settings.measured_steps}), got {settings.warmup_steps}")
+
+    if "matrix" not in doc:
+        raise where.error("matrix", "missing (required): the axes to run, e.g. framework and workload")
+    matrix = config.build(Matrix, config.expect_table(doc["matrix"], where, "matrix"), where.sub("matrix"),
+                          framework={"choices": frameworks.names()})
+    include = tuple(_complete_include(combo, matrix, Where(file, f"include][{i}"))
+                    for i, combo in enumerate(_rules(doc.get("include", []), where, "include")))
+    exclude = _rules(doc.get("exclude", []), where, "exclude")
+    options = _workload_options(doc.get("workload_options", {}), where.sub("workload_options"))
+    scenario = Scenario(name=name, path=file, settings=settings, matrix=matrix, description=description,
+                        include=include, exclude=exclude, workload_options=options)
+    from harness.matrix import expand  # validates sizes of the expanded runs
+    expand(scenario)
+    return scenario
+
+
+def _rules(value: Any, where: Where, key: str) -> tuple[dict[str, Any], ...]:
+    """``[[include]]`` / ``[[exclude]]`` entries: axis = value, each value checked as its axis."""
+    if not isinstance(value, list):
+        raise where.error(key, f"must be an array of tables ([[{key}]]), got {config.type_name(value)}")
+    rules = []
+    for i, entry in enumerate(value):
+        entry_where = Where(where.file, f"{key}][{i}")
+        entry = config.expect_table(entry, where, f"{key}[{i}]")
+        if not entry:
+            raise entry_where.error("(entry)", "is empty; name at least one axis")
+        config.check_keys(entry, AXES, entry_where)
+        rule = {}
+        for axis, raw in entry.items():
+            item_tp = config.field_type(Matrix, axis).__args__[0]
+            meta = dict(next(f for f in dataclasses.fields(Matrix) if f.name == axis).metadata)
+            if axis == "framework":
+                meta["choices"] = frameworks.names()
+            rule[axis] = config.convert(raw, item_tp, entry_where, axis, meta)
+        rules.append(rule)
+    return tuple(rules)
+
+
+def _complete_include(combo: dict[str, Any], matrix: Matrix, where: Where) -> dict[str, Any]:
+    """An include entry with its missing axes filled from single-valued matrix axes (asv's rule)."""
+    combo = dict(combo)
+    for axis in AXES:
+        if axis not in combo:
+            axis_values = getattr(matrix, axis)
+            if len(axis_values) != 1:
+                raise where.error(axis, f"missing in an include entry and the matrix has several values "
+                                        f"({', '.join(str(getattr(v, 'value', v)) for v in axis_values)})")
+            combo[axis] = axis_values[0]
+    return combo
+
+
+def _workload_options(value: Any, where: Where) -> dict[Workload, dict[str, int]]:
+    table = config.expect_table(value, Where(where.file), "workload_options")
+    result = {}
+    for name, overrides in table.items():
+        workload = config.convert(name, Workload, where, name)
+        overrides = config.expect_table(overrides, where, name)
+        sub = where.sub(name)
+        known = WORKLOADS[workload].presets[Size.FULL]
+        config.check_keys(overrides, known, sub)
+        result[workload] = {k: config.convert(v, int, sub, k, {"min": 1}) for k, v in overrides.items()}
+    return result
+
+
+def builtin_quickstart() -> Path:
+    """Path of the built-in quickstart scenario run by ``rosetta run`` with no file."""
+    return Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"

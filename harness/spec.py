@@ -1,0 +1,89 @@
+"""One expanded run (RunSpec) and the spec file that carries it to the workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.axes import Device, Size, Storage, Strategy, Workload
+
+SPEC_FORMAT = 1
+
+# The dimensions that identify a configuration (repeats of it share them).
+CONFIG_COLUMNS = ("scenario", "framework", "workload", "size", "nodes", "procs_per_node",
+                  "world_size", "batch_per_worker", "global_batch", "strategy", "storage",
+                  "device_requested", "warmup_steps", "measured_steps")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a worker needs to run one measured repeat of one configuration."""
+
+    scenario: str
+    framework: str
+    workload: Workload
+    size: Size
+    workload_options: Mapping[str, int]
+    nodes: int
+    procs_per_node: int
+    batch_per_worker: int
+    strategy: Strategy
+    storage: Storage
+    repeat: int
+    warmup_steps: int
+    measured_steps: int
+    timeout_s: float
+    device: Device
+    seed: int
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def global_batch(self) -> int:
+        return self.world_size * self.batch_per_worker
+
+    def dimensions(self) -> dict[str, Any]:
+        """The configuration as tidy columns (one per dimension), without the repeat index."""
+        return {
+            "scenario": self.scenario, "framework": self.framework, "workload": self.workload.value,
+            "size": self.size.value, "nodes": self.nodes, "procs_per_node": self.procs_per_node,
+            "world_size": self.world_size, "batch_per_worker": self.batch_per_worker,
+            "global_batch": self.global_batch, "strategy": self.strategy.value,
+            "storage": self.storage.value, "device_requested": self.device.value,
+            "warmup_steps": self.warmup_steps, "measured_steps": self.measured_steps,
+        }
+
+    def config_id(self) -> str:
+        """A stable short id of the configuration (options included), equal across repeats."""
+        key = {**self.dimensions(), "workload_options": dict(self.workload_options), "seed": self.seed}
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (v.value if hasattr(v, "value") else (dict(v) if isinstance(v, Mapping) else v))
+                for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "RunSpec":
+        enums = {"workload": Workload, "size": Size, "strategy": Strategy, "storage": Storage,
+                 "device": Device}
+        return cls(**{k: (enums[k](v) if k in enums else v) for k, v in data.items()})
+
+
+def write_spec_file(path: Path, spec: RunSpec, out_dir: Path) -> None:
+    """Write the spec file a worker reads: the run and where to put its event records."""
+    doc = {"format": SPEC_FORMAT, "run": spec.to_json(), "out_dir": str(out_dir)}
+    path.write_text(json.dumps(doc, indent=2))
+
+
+def read_spec_file(path: str | Path) -> tuple[RunSpec, Path]:
+    """Read a spec file written by :func:`write_spec_file` (in a worker process)."""
+    doc = json.loads(Path(path).read_text())
+    if doc.get("format") != SPEC_FORMAT:
+        raise ValueError(f"{path}: spec format {doc.get('format')!r}, this worker reads {SPEC_FORMAT}")
+    return RunSpec.from_json(doc["run"]), Path(doc["out_dir"])

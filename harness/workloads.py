@@ -1,0 +1,57 @@
+"""The workloads as data: every framework builds the same model from these options.
+
+A size (``tiny``, ``small``, ``full``, ``large``) is a named set of options, not
+separate code; a scenario may override single options per workload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from harness.axes import Size, Workload
+
+# ResNet-50 v1.5 has the same parameter count at every input size (global pooling).
+_RESNET50 = {
+    Size.TINY: {"image_size": 32, "num_classes": 1000},
+    Size.SMALL: {"image_size": 64, "num_classes": 1000},
+    Size.FULL: {"image_size": 224, "num_classes": 1000},
+}
+
+# BertConfig() defaults are BERT-base; "large" is BERT-large; the small ones keep
+# the vocabulary (and so the MLM head) so that the model stays BERT-shaped.
+_BERT_BASE = {
+    "num_layers": 12, "hidden_size": 768, "num_heads": 12, "intermediate_size": 3072,
+    "vocab_size": 30522, "seq_len": 128,
+}
+_BERT = {
+    Size.TINY: {**_BERT_BASE, "num_layers": 1, "hidden_size": 64, "num_heads": 2,
+                "intermediate_size": 256, "seq_len": 32},
+    Size.SMALL: {**_BERT_BASE, "num_layers": 2, "hidden_size": 256, "num_heads": 4,
+                 "intermediate_size": 1024},
+    Size.FULL: _BERT_BASE,
+    Size.LARGE: {**_BERT_BASE, "num_layers": 24, "hidden_size": 1024, "num_heads": 16,
+                 "intermediate_size": 4096},
+}
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    name: Workload
+    title: str
+    sample_unit: str  # what one sample is: "images" or "sequences"
+    presets: Mapping[Size, Mapping[str, int]]
+
+    def options(self, size: Size, overrides: Mapping[str, Any] | None = None) -> dict[str, int]:
+        """The resolved options for ``size`` with ``overrides`` applied (already validated)."""
+        return {**self.presets[size], **(overrides or {})}
+
+
+WORKLOADS: dict[Workload, WorkloadInfo] = {
+    Workload.RESNET50: WorkloadInfo(Workload.RESNET50, "ResNet-50 v1.5", "images", _RESNET50),
+    Workload.BERT: WorkloadInfo(Workload.BERT, "BERT pre-training (MLM + NSP)", "sequences", _BERT),
+}
+
+# Reference parameter counts of the full-size models: the equivalence contract.
+RESNET50_PARAMS = 25_557_032
+BERT_BASE_PRETRAINING_PARAMS = 110_106_428
