@@ -1,0 +1,92 @@
+"""Scenario validation: every bad input gets a one-line message naming file, key and what is allowed."""
+
+import subprocess
+import sys
+
+import pytest
+
+from harness import scenario
+from harness.errors import UserError
+
+GOOD = """
+[settings]
+warmup_steps = 1
+measured_steps = 3
+[matrix]
+framework = "torch_ddp"
+workload = ["resnet50", "bert"]
+procs_per_node = [1, 2]
+"""
+
+
+def test_quickstart_loads():
+    sc = scenario.load(scenario.builtin_quickstart())
+    assert sc.name == "quickstart"
+    assert sc.settings.warmup_steps < sc.settings.measured_steps
+
+
+def test_scalar_and_list_axes(write_scenario):
+    sc = scenario.load(write_scenario(GOOD))
+    assert sc.matrix.framework == ("torch_ddp",)
+    assert [w.value for w in sc.matrix.workload] == ["resnet50", "bert"]
+    assert sc.matrix.procs_per_node == (1, 2)
+
+
+BAD = [
+    # (TOML, substrings the message must contain)
+    ("colour = 1\n" + GOOD, ["colour", "unknown key", "allowed: format, name"]),
+    (GOOD + "gpus = 2\n", ["[matrix] gpus", "unknown key", "procs_per_node"]),
+    (GOOD.replace("warmup_steps = 1", "warmup_steps = 3"), ["[settings] warmup_steps", "must be < measured_steps (3)"]),
+    (GOOD.replace("warmup_steps = 1", "warmup_steps = 5"), ["warmup_steps", "must be < measured_steps"]),
+    (GOOD + "batch_per_worker = 0\n", ["[matrix] batch_per_worker", "must be >= 1, got 0"]),
+    (GOOD + "batch_per_worker = [8, -1]\n", ["batch_per_worker", "must be >= 1, got -1"]),
+    (GOOD.replace('"torch_ddp"', '"cntk"'), ["[matrix] framework", "must be one of torch_ddp", "'cntk'"]),
+    (GOOD.replace('"bert"', '"gpt"'), ["[matrix] workload", "must be one of resnet50, bert", "'gpt'"]),
+    (GOOD.replace("measured_steps = 3", 'measured_steps = "3"'), ["[settings] measured_steps", "must be an integer, got a string"]),
+    (GOOD.replace("measured_steps = 3", "measured_steps = 3.5"), ["measured_steps", "must be an integer, got a number"]),
+    (GOOD.replace("measured_steps = 3", "measured_steps = true"), ["measured_steps", "must be an integer, got a boolean"]),
+    (GOOD.replace("procs_per_node = [1, 2]", "procs_per_node = []"), ["procs_per_node", "must not be empty"]),
+    (GOOD.replace("procs_per_node = [1, 2]", "procs_per_node = [1, 1]"), ["procs_per_node", "must not repeat"]),
+    (GOOD + 'size = "large"\n', ["[matrix] size", "resnet50 has no size 'large'", "tiny, small, full"]),
+    (GOOD.replace("[settings]", '[settings]\ndevice = "tpu"'), ["[settings] device", "auto, cpu, cuda"]),
+    (GOOD.replace("[matrix]", "[settings.extra]\n[matrix]"), ["[settings] extra", "unknown key"]),
+    ("[settings]\nwarmup_steps = 1\n", ["matrix", "missing (required)"]),
+    ("[matrix]\nworkload = 'bert'\n", ["[matrix] framework", "missing (required)"]),
+    ("matrix = 3\n", ["matrix", "must be a table, got an integer"]),
+    (GOOD + "[[include]]\nworkload = 'bert'\n", ["[include][0] procs_per_node", "missing in an include entry",
+                                                 "1, 2"]),
+    (GOOD + "[[exclude]]\nflavour = 'x'\n", ["[exclude][0] flavour", "unknown key"]),
+    (GOOD + "[[exclude]]\nprocs_per_node = 0\n", ["[exclude][0] procs_per_node", "must be >= 1"]),
+    ("exclude = 3\n" + GOOD, ["exclude", "array of tables"]),
+    (GOOD + "[workload_options.bert]\nlayers = 2\n", ["[workload_options.bert] layers", "unknown key", "num_layers"]),
+    (GOOD + "[workload_options.bert]\nnum_layers = 0\n", ["[workload_options.bert] num_layers", "must be >= 1"]),
+    (GOOD + "[workload_options.vgg]\nx = 1\n", ["[workload_options] vgg", "must be one of resnet50, bert"]),
+    ("format = 7\n" + GOOD, ["format", "reads scenario format 1, got 7"]),
+    ("[matrix\n", ["not valid TOML"]),
+]
+
+
+@pytest.mark.parametrize("text,expected", BAD)
+def test_bad_input_gets_its_message(write_scenario, text, expected):
+    path = write_scenario(text)
+    with pytest.raises(UserError) as info:
+        scenario.load(path)
+    message = str(info.value)
+    assert message.startswith(str(path)), message
+    assert "\n" not in message
+    for part in expected:
+        assert part in message, (part, message)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        scenario.load(tmp_path / "nope.toml")
+
+
+def test_cli_prints_one_line_without_traceback(write_scenario):
+    path = write_scenario(GOOD + "batch_per_worker = 0\n")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "plan", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "batch_per_worker: must be >= 1, got 0" in lines[0]

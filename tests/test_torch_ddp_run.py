@@ -1,0 +1,67 @@
+"""Real runs: torchrun starts real gloo DDP processes; nothing is mocked."""
+
+import json
+
+import psutil
+import pytest
+
+pytest.importorskip("torch")
+
+from harness import results, scenario  # noqa: E402
+from harness.runner import run_sweep  # noqa: E402
+from tests.conftest import TINY  # noqa: E402
+
+
+def _children_alive(before):
+    return [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_one_and_two_process_ddp(write_scenario, tmp_path):
+    sc = scenario.load(write_scenario(TINY))
+    rows = run_sweep(sc, tmp_path / "results")
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
+    for row in rows:
+        world = row["world_size"]
+        assert row["samples_measured"] == world * 2 * 3  # counted on every rank
+        ranks = [json.loads(line) for r in range(world)
+                 for line in (tmp_path / "results" / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
+                              / f"events-rank{r}.jsonl").read_text().splitlines()]
+        windows = [e["seconds"] for e in ranks if e["event"] == "window"]
+        assert len(windows) == world
+        assert row["window_s"] == max(windows)
+        assert row["throughput"] == pytest.approx(row["samples_measured"] / max(windows))
+        assert len(json.loads(row["step_times_s"])) == 3
+        assert row["weights_consistent"] is True
+        assert row["parameters"] == 25_557_032
+        assert row["device"] == "cpu" and row["framework_version"].startswith("2.")
+        assert row["harness_version"] and row["cpu_cores"] and row["host"]
+        assert json.loads(row["spec"])["workload"] == "resnet50"
+    table = results.load(tmp_path / "results")
+    assert len(table) == 2 and set(table["status"]) == {"ok"}
+
+
+def test_worker_failure_becomes_a_row_and_the_sweep_goes_on(write_scenario, tmp_path):
+    # asking for CUDA on a CPU-only machine makes every rank raise: a real worker failure
+    text = TINY.replace('device = "cpu"', 'device = "cuda"').replace("procs_per_node = [1, 2]", "procs_per_node = 2")
+    sc = scenario.load(write_scenario(text))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    rows = run_sweep(sc, tmp_path / "results")
+    if rows[0]["status"] == "ok":
+        pytest.skip("a GPU is present: this machine cannot provoke the failure")
+    assert rows[0]["status"] == "failed"
+    assert "launcher exit code" in rows[0]["reason"] and "cuda" in rows[0]["reason"]
+    assert rows[0].get("throughput") is None  # never a silent zero
+    assert results.load(tmp_path / "results")["throughput"].isna().all()
+    assert not _children_alive(before)
+
+
+def test_timeout_kills_every_process(write_scenario, tmp_path):
+    text = TINY.replace("timeout_s = 240", "timeout_s = 3").replace("measured_steps = 3", "measured_steps = 100000")
+    text = text.replace("procs_per_node = [1, 2]", "procs_per_node = 2")
+    sc = scenario.load(write_scenario(text))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    rows = run_sweep(sc, tmp_path / "results")
+    assert rows[0]["status"] == "timeout"
+    assert "no exit within 3 s" in rows[0]["reason"]
+    assert not _children_alive(before)
