@@ -133,10 +133,11 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
     measured = summary[summary["throughput_median"].notna()]
     workloads = sorted(measured["workload"].unique()) or ["(nothing measured)"]
     fig, axes = plt.subplots(len(workloads), 2, figsize=(12, 4.2 * len(workloads)), squeeze=False)
-    varying = [k for k in ["framework", "size", "strategy", "storage", "batch_per_worker", "device"]
-               if measured[k].nunique() > 1]
     for (ax_tp, ax_eff), workload in zip(axes, workloads):
         data = measured[measured["workload"] == workload]
+        # label series by what differs between them within this panel only
+        varying = [k for k in ["framework", "size", "strategy", "storage", "batch_per_worker", "device"]
+                   if data[k].nunique() > 1]
         unit = data["sample_unit"].iloc[0] if len(data) else "samples"
         for (_, series) in data.groupby([k for k in SERIES_KEYS if k != "sweep_id"], dropna=False):
             series = series.sort_values("world_size")
@@ -166,7 +167,8 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
                 ax.set_xticks(ticks)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
-    fig.suptitle("Rosetta: training throughput and scaling (error bars: 95% CI over repeats)")
+    fig.suptitle("Rosetta: training throughput (median over repeats; error bars: 95% CI of the mean) "
+                 "and scaling efficiency")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -77,10 +77,10 @@ def skip_reason(spec: RunSpec) -> str | None:
 
 def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | None = None) -> dict[str, Any]:
     """Launch one run and turn what it left into a row (never raises for a failed run)."""
+    info = frameworks.get(spec.framework)
     reason = skip_reason(spec)
     if reason:
-        return _row(spec, run_dir, sweep_id, Status.SKIPPED, reason)
-    info = frameworks.get(spec.framework)
+        return _row(spec, run_dir, sweep_id, Status.SKIPPED, reason, launcher=info.launcher)
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = run_dir / "spec.json"
     write_spec_file(spec_file, spec, run_dir)
