@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a scenario (default: the built-in quickstart) and report it")
     p.add_argument("scenario", nargs="?", help="scenario TOML file (default: the built-in quickstart)")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
+    p.add_argument("--resume", action="store_true",
+                   help="go on with this scenario's latest sweep: run only what has not completed")
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("report", help="print the results table and write the chart")
@@ -119,11 +121,12 @@ def cmd_plan(args: argparse.Namespace) -> None:
 class RichObserver:
     """Live progress: which run, which step, current samples/s."""
 
-    def __init__(self, progress, total: int):
+    def __init__(self, progress):
         self.progress = progress
-        self.task = progress.add_task("starting", total=total)
+        self.task = progress.add_task("starting", total=None)
 
     def run_started(self, index: int, total: int, spec) -> None:
+        self.progress.update(self.task, total=total)
         self.label = (f"run {index + 1}/{total} {spec.framework} {spec.workload.value}/{spec.size.value} "
                       f"{spec.nodes}x{spec.procs_per_node} b{spec.batch_per_worker} r{spec.repeat}")
         self.progress.update(self.task, description=f"{self.label}: launching")
@@ -146,15 +149,16 @@ class RichObserver:
 def cmd_run(args: argparse.Namespace) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.matrix import expand
     from harness.runner import run_sweep
 
     scenario = _load_scenario(args.scenario)
-    total = len(expand(scenario))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn()) as progress:
-        rows = run_sweep(scenario, args.results, RichObserver(progress, total))
-    _report(args.results, rows[0]["sweep_id"] if rows else None, None)
+        rows = run_sweep(scenario, args.results, RichObserver(progress), resume=args.resume)
+    if not rows:
+        print(f"rosetta: nothing to run: every run of {scenario.name!r} has completed")
+        return
+    _report(args.results, rows[0]["sweep_id"], None)
 
 
 def cmd_report(args: argparse.Namespace) -> None:

@@ -10,7 +10,9 @@ Records (``event`` field):
   ``window``  seconds (the rank's measured wall time), samples, steps
   ``losses``  values: the loss of every measured step (read after the window)
   ``end``     weights_checksum, extra facts (e.g. parameter count)
-  ``error``   message (an exception in the worker)
+  ``error``   time (Unix seconds), message (an exception in the worker)
+  ``exit``    time, code (exit status) or signal (its name): written by the
+              rank's supervisor (harness.worker) after the worker process ended
 """
 
 from __future__ import annotations
@@ -61,6 +63,14 @@ class RankRecord:
     window: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
+    error_time: float | None = None  # Unix seconds of the first error record
+    exit: dict[str, Any] | None = None
+
+    @property
+    def failure_time(self) -> float:
+        """When this rank first went wrong (Unix seconds; infinity if it never said)."""
+        times = [t for t in (self.error_time, (self.exit or {}).get("time")) if t is not None]
+        return min(times, default=float("inf"))
 
 
 def read_rank(out_dir: Path, rank: int) -> RankRecord:
@@ -90,6 +100,10 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
             record.end = ev
         elif kind == "error":
             record.errors.append(ev.get("message", ""))
+            if record.error_time is None:
+                record.error_time = ev.get("time")
+        elif kind == "exit":
+            record.exit = ev
     return record
 
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import frameworks
 from harness import collect, execute, launchers, provenance, results
 from harness.axes import Status
+from harness.errors import UserError
 from harness.events import latest_step, read_rank
 from harness.launchers import LaunchRequest
 from harness.matrix import expand
@@ -33,19 +34,30 @@ def new_sweep_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None = None) -> list[dict[str, Any]]:
+# A run that ended with one of these has its result; --resume does not run it again.
+COMPLETED = frozenset({Status.OK.value})
+
+
+def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None = None,
+              resume: bool = False) -> list[dict[str, Any]]:
     """Run every run of ``scenario``; each row is appended to the table as soon as its run ends.
 
+    With ``resume``, the latest sweep of this scenario in ``results_dir`` goes on
+    under its own id, and only its runs that have not completed are run.
     A KeyboardInterrupt stops the sweep after recording the current run as ``interrupted``.
     """
-    sweep_id = new_sweep_id()
     specs = expand(scenario)
+    if resume:
+        sweep_id, done = resumable_sweep(results_dir, scenario.name)
+        specs = [s for s in specs if (s.config_id(), s.repeat) not in done]
+    else:
+        sweep_id = new_sweep_id()
     sweep_dir = Path(results_dir) / "runs" / sweep_id
     rows = []
     for index, spec in enumerate(specs):
         if observer:
             observer.run_started(index, len(specs), spec)
-        run_dir = sweep_dir / f"{index:04d}"
+        run_dir = _new_run_dir(sweep_dir)
         try:
             row = run_one(spec, run_dir, sweep_id, observer)
         except KeyboardInterrupt:
@@ -56,6 +68,23 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
         _record(results_dir, run_dir, row, observer)
         rows.append(row)
     return rows
+
+
+def resumable_sweep(results_dir: Path, scenario_name: str) -> tuple[str, set[tuple[str, int]]]:
+    """The latest sweep of ``scenario_name`` and its completed (config_id, repeat) pairs."""
+    table = results.load(results_dir)
+    mine = table[table["scenario"] == scenario_name]
+    if mine.empty:
+        raise UserError(f"--resume: no earlier sweep of scenario {scenario_name!r} in {results_dir}")
+    sweep_id = mine.sort_values("timestamp")["sweep_id"].iloc[-1]
+    sweep = mine[(mine["sweep_id"] == sweep_id) & mine["status"].isin(COMPLETED)]
+    return sweep_id, set(zip(sweep["config_id"], sweep["repeat"].astype(int)))
+
+
+def _new_run_dir(sweep_dir: Path) -> Path:
+    """The sweep's next run folder: numbered in order, never one an earlier attempt used."""
+    taken = [int(p.name) for p in sweep_dir.glob("[0-9]" * 4)] if sweep_dir.exists() else []
+    return sweep_dir / f"{max(taken, default=-1) + 1:04d}"
 
 
 def _record(results_dir: Path, run_dir: Path, row: dict[str, Any], observer: Observer | None) -> None:
