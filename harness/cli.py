@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except UserError as exc:
-        print(f"rosetta: error: {exc}", file=sys.stderr)
+        from harness.redact import scrub
+
+        print(f"rosetta: error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rosetta: interrupted; the current run was recorded as interrupted", file=sys.stderr)
@@ -138,11 +140,13 @@ class RichObserver:
                                                     f"{total}, ~{rate:.1f} samples/s")
 
     def run_finished(self, row: dict[str, Any]) -> None:
+        from rich.markup import escape
+
         self.progress.advance(self.task)
         if row["status"] == "ok":
             note = f"[green]ok[/green] {row['throughput']:.1f} {row['sample_unit']}/s"
         else:
-            note = f"[yellow]{row['status']}[/yellow]: {row['reason']}"
+            note = f"[yellow]{row['status']}[/yellow]: {escape(row['reason'] or '')}"  # reasons hold brackets
         self.progress.console.print(f"{self.label}: {note}", highlight=False)
 
 

@@ -67,6 +67,7 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
     """The summary as a rich table (columns with one value across it folded into the title),
     then the configurations that were not measured, with their reasons."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
@@ -105,7 +106,7 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
     problems = summary[summary["reason"].notna()]
     for _, r in problems.iterrows():
         console.print(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
-                      f"{r['status']}[/yellow] - {r['reason']}", markup=True, highlight=False)
+                      f"{r['status']}[/yellow] - {escape(r['reason'])}", markup=True, highlight=False)
 
 
 def _ci(r: pd.Series) -> str:

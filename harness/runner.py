@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import frameworks
-from harness import collect, execute, launchers, provenance, results
+from harness import collect, execute, launchers, provenance, redact, results
 from harness.axes import Status
 from harness.errors import UserError
 from harness.events import latest_step, read_rank
@@ -62,11 +62,9 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
             row = run_one(spec, run_dir, sweep_id, observer)
         except KeyboardInterrupt:
             row = _row(spec, run_dir, sweep_id, Status.INTERRUPTED, "interrupted by the user (Ctrl-C)")
-            _record(results_dir, run_dir, row, observer)
-            rows.append(row)
+            rows.append(_record(results_dir, run_dir, row, observer))
             raise
-        _record(results_dir, run_dir, row, observer)
-        rows.append(row)
+        rows.append(_record(results_dir, run_dir, row, observer))
     return rows
 
 
@@ -87,12 +85,16 @@ def _new_run_dir(sweep_dir: Path) -> Path:
     return sweep_dir / f"{max(taken, default=-1) + 1:04d}"
 
 
-def _record(results_dir: Path, run_dir: Path, row: dict[str, Any], observer: Observer | None) -> None:
+def _record(results_dir: Path, run_dir: Path, row: dict[str, Any], observer: Observer | None) -> dict[str, Any]:
+    """Persist a finished run's row (scrubbed of secrets, as its folder is), tell the observer, return it."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    redact.scrub_folder(run_dir)
+    row = redact.scrub_row(row)
     results.write_row_json(run_dir / "row.json", row)
     results.append(results_dir, [row])
     if observer:
         observer.run_finished(row)
+    return row
 
 
 def skip_reason(spec: RunSpec) -> str | None:
@@ -116,7 +118,8 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
     request = LaunchRequest(spec=spec, worker_module=info.worker_module, spec_file=spec_file,
                             python=sys.executable, cpu_count=os.cpu_count() or 1)
     command = launchers.get(info.launcher)(request)
-    (run_dir / "command.json").write_text(json.dumps({"argv": command.argv, "env": dict(command.env)}, indent=2))
+    record = {"argv": [redact.scrub(a) for a in command.argv], "env": redact.scrub_env(command.env)}
+    (run_dir / "command.json").write_text(json.dumps(record, indent=2))
 
     def tick() -> None:
         event = latest_step(run_dir, 0)

@@ -21,8 +21,10 @@ def _provoke(kind: str) -> None:
     elif kind == "hang":
         while True:
             time.sleep(1)
-    elif kind == "secret":
-        raise RuntimeError(f"could not open https://user:{os.environ['ROSETTA_TEST_SECRET']}@127.0.0.1/data")
+    elif kind == "secret":  # as a careless storage library would: print the key, then fail with it
+        secret = os.environ["ROSETTA_TEST_SECRET"]
+        print(f"connecting with AccountKey={secret}; env ROSETTA_TEST_SECRET={secret}", flush=True)
+        raise RuntimeError(f"could not open https://user:{secret}@127.0.0.1/data?sig={secret}")
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
