@@ -115,8 +115,13 @@ def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
                                     f"(see launcher.log)")
     if outcome.timed_out:
         where = "; ".join(_timeout_state(run_dir, r, spec.measured_steps) for r in ranks if r.end is None)
-        return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where or 'all ranks finished'})")
+        where = where or "every rank had reported its end, the launch had not exited"
+        return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where})")
     if outcome.returncode != 0:
+        if not any(rank.hello for rank in ranks):  # no worker got going: the launcher says why
+            tail = " / ".join(last_lines(run_dir / "launcher.log", 3)) or "no output"
+            return Status.FAILED, _clip(f"{_launcher_exit(outcome.returncode)} before any rank started; "
+                                        f"launcher.log: {tail}")
         return Status.FAILED, _clip(f"{_launcher_exit(outcome.returncode)}; {failure_story(run_dir, ranks)}")
     if any(rank.end is None for rank in ranks):
         return Status.FAILED, _clip(f"launcher exit code 0 but not every rank finished; "
