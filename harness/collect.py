@@ -9,7 +9,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from harness import metrics
+from harness import metrics, telemetry
 from harness.axes import Status
 from harness.events import RankRecord
 from harness.execute import Outcome
@@ -140,13 +140,15 @@ def _clip(text: str) -> str:
     return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 3] + "..."
 
 
-def measurement_fields(ranks: list[RankRecord]) -> dict[str, Any]:
+def measurement_fields(ranks: list[RankRecord], run_dir: Path) -> dict[str, Any]:
     """Throughput and step-time fields of a run whose every rank reported a window."""
     per_step = metrics.step_times([r.step_seconds for r in ranks])
     samples = [r.window["samples"] for r in ranks]
     windows = [r.window["seconds"] for r in ranks]
     losses = ranks[0].losses
     return {
+        **telemetry.summarize((telemetry.read(run_dir, r.rank), r.window.get("start_time", math.inf),
+                               r.window.get("end_time", -math.inf)) for r in ranks),
         "throughput": metrics.run_throughput(samples, windows),
         "samples_measured": sum(samples),
         "window_s": max(windows),
