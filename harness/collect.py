@@ -173,6 +173,9 @@ def worker_facts(ranks: list[RankRecord], framework_module: str) -> dict[str, An
                      gpu_count=hello.get("gpu_count"))
     if end:
         facts["parameters"] = end.get("parameters")
+    compile_times = [r.compile_s for r in ranks if r.compile_s is not None]
+    if compile_times:
+        facts["compile_s"] = max(compile_times)  # the ranks wait for the slowest
     hosts = sorted({r.hello["host"] for r in ranks if r.hello and r.hello.get("host")})
     if hosts:
         facts["hosts"] = json.dumps(hosts)

@@ -41,6 +41,9 @@ COLUMNS: dict[str, str] = {
     "storage": "string",
     "launcher": "string",
     "network": "string",  # link cap between hosts: unlimited | e.g. 1gbit
+    "precision": "string",  # fp32 | tf32 | amp_fp16 | amp_bf16
+    "memory_format": "string",  # contiguous | channels_last
+    "compile": "string",  # off | on
     "hosts": "string",  # JSON list: the hosts the ranks ran on, as they reported
     "image": "string",  # the container image the ranks ran in (ROSETTA_IMAGE), if any
     "device_requested": "string",
@@ -69,6 +72,7 @@ COLUMNS: dict[str, str] = {
     "weights_consistent": "boolean",
     "weights_checksum": "string",
     "parameters": "Int64",
+    "compile_s": "Float64",  # first step with compilation (compile = on), outside the window (s)
     "launch_s": "Float64",  # wall time of the whole launch, start-up included (s)
     "framework_version": "string",
     "versions": "string",  # JSON object: library -> version, as the workers reported

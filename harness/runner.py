@@ -105,6 +105,8 @@ def skip_reason(spec: RunSpec) -> str | None:
     info = frameworks.get(spec.framework)
     missing = info.missing_modules(spec.workload)
     return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.launcher)
+            or info.unsupported_numerics(spec.workload, spec.precision, spec.memory_format, spec.compile,
+                                         spec.device)
             or launchers.unsupported_reason(spec.launcher, spec)
             or (f"not installed: {', '.join(missing)} (install the {spec.framework} extra)" if missing else None))
 
