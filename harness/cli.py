@@ -211,6 +211,9 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     report.print_table(summary, console)
     path = report.plot(summary, chart or results_dir / f"report-{sweep}.png")
     console.print(f"chart: {path}")
+    telemetry_chart = report.plot_telemetry(table, path.with_name(f"{path.stem}-telemetry.png"))
+    if telemetry_chart:
+        console.print(f"telemetry chart: {telemetry_chart}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
 
 

@@ -118,7 +118,7 @@ def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
         where = where or "every rank had reported its end, the launch had not exited"
         return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where})")
     if outcome.returncode != 0:
-        if not any(rank.hello for rank in ranks):  # no worker got going: the launcher says why
+        if not any(r.hello or r.errors or r.exit for r in ranks):  # no rank got going: the launcher says why
             tail = " / ".join(last_lines(run_dir / "launcher.log", 3)) or "no output"
             return Status.FAILED, _clip(f"{_launcher_exit(outcome.returncode)} before any rank started; "
                                         f"launcher.log: {tail}")

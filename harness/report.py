@@ -179,3 +179,47 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# Telemetry columns charted, with their axis labels; GPU ones appear only where a GPU reported.
+TELEMETRY_PANELS = {
+    "cpu_util_pct": "CPU use per rank (% of one core)",
+    "rss_max_mb": "largest resident memory per rank (MiB)",
+    "gpu_util_pct": "GPU utilization (%)",
+    "gpu_mem_max_mb": "GPU memory used (MiB)",
+    "gpu_power_w": "GPU power (W)",
+}
+
+
+def plot_telemetry(table: pd.DataFrame, path: Path) -> Path | None:
+    """Bars of each measured configuration's telemetry (median over repeats), one panel per
+    quantity that any run reported; None if no run carried telemetry."""
+    ok = table[(table["status"] == Status.OK.value) & table["telemetry_samples"].fillna(0).gt(0)]
+    panels = [c for c in TELEMETRY_PANELS if ok[c].notna().any()] if len(ok) else []
+    if not panels:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in CONFIG_KEYS if k not in ("sweep_id", "sample_unit") and ok[k].nunique(dropna=False) > 1]
+    keys = keys or ["workload"]
+    medians = ok.groupby(keys, dropna=False)[panels].median().reset_index()
+    labels = [" ".join(str(row[k]) for k in keys) for _, row in medians.iterrows()]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, 1.2 * len(labels) + 3), 2.6 * len(panels) + 1),
+                             squeeze=False, sharex=True)
+    for ax, column in zip(axes[:, 0], panels):
+        ax.bar(range(len(labels)), medians[column].astype(float), color="tab:blue")
+        ax.set_title(TELEMETRY_PANELS[column], fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    bottom = axes[-1, 0]
+    bottom.set_xticks(range(len(labels)))
+    bottom.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
+    bottom.set_xlabel(" / ".join(keys))
+    fig.suptitle("Telemetry over the measured window (median over repeats), sampled off the training process")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
