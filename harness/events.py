@@ -9,7 +9,11 @@ Records (``event`` field):
   ``step``    phase ("warmup" | "measure"), index, seconds, samples
   ``window``  seconds (the rank's measured wall time), samples, steps
   ``losses``  values: the loss of every measured step (read after the window)
-  ``end``     weights_checksum, extra facts (e.g. parameter count)
+  ``eval``    step (1-based, warm-up included), accuracy (fraction), loss: a held-out evaluation
+  ``comm``    bytes_per_step (payload this rank handed to collectives, mean over measured steps),
+              dense_bytes_per_step (what fp32 gradient allreduce would send)
+  ``end``     weights_checksum, extra facts (e.g. parameter count, final_accuracy)
+  ``skip``    reason: the worker found it cannot run this combination here (not a failure)
   ``error``   message (an exception in the worker)
 """
 
@@ -60,6 +64,9 @@ class RankRecord:
     losses: list[float] = field(default_factory=list)
     window: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
+    evals: list[dict[str, Any]] = field(default_factory=list)  # held-out evaluations, in step order
+    comm: dict[str, Any] | None = None
+    skip: str | None = None
     errors: list[str] = field(default_factory=list)
 
 
@@ -88,6 +95,12 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
             record.window = ev
         elif kind == "end":
             record.end = ev
+        elif kind == "eval":
+            record.evals.append(ev)
+        elif kind == "comm":
+            record.comm = ev
+        elif kind == "skip":
+            record.skip = ev.get("reason", "")
         elif kind == "error":
             record.errors.append(ev.get("message", ""))
     return record

@@ -26,6 +26,8 @@ class FrameworkInfo:
     storage: tuple[Storage, ...]
     devices: tuple[Device, ...]
     workload_requires: Mapping[Workload, tuple[str, ...]] = field(default_factory=dict)
+    # Strategies that run only on some devices (e.g. a hook that needs NCCL); others run on all.
+    strategy_devices: Mapping[Strategy, tuple[Device, ...]] = field(default_factory=dict)
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
         """Required modules that cannot be found in this environment (no import is done)."""
@@ -34,12 +36,21 @@ class FrameworkInfo:
             needed += self.workload_requires.get(workload, ())
         return [m for m in needed if importlib.util.find_spec(m) is None]
 
-    def unsupported_reason(self, workload: Workload, strategy: Strategy, storage: Storage) -> str | None:
-        """Why this framework cannot run the combination, or None if it can."""
+    def unsupported_reason(self, workload: Workload, strategy: Strategy, storage: Storage,
+                           device: Device = Device.AUTO) -> str | None:
+        """Why this framework cannot run the combination, or None if it can.
+
+        With ``device`` auto, a strategy bound to some devices is not refused here: the worker,
+        which knows what it found, reports it as skipped (see ``harness.events``, ``skip``).
+        """
         if workload not in self.workloads:
             return f"{self.name} has no {workload.value} model"
         if strategy not in self.strategies:
             return f"{self.name} does not implement strategy {strategy.value}"
+        allowed = self.strategy_devices.get(strategy)
+        if allowed and device != Device.AUTO and device not in allowed:
+            return (f"strategy {strategy.value} runs on {', '.join(d.value for d in allowed)} only "
+                    f"in {self.name}, not on {device.value}")
         if storage not in self.storage:
             return f"{self.name} cannot read from storage {storage.value}"
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Mapping
 
+from harness import strategies
 from harness.config import Where
 from harness.scenario import AXES, Scenario
 from harness.spec import RunSpec
@@ -42,7 +43,8 @@ def expand(scenario: Scenario) -> list[RunSpec]:
     return [
         RunSpec(scenario=scenario.name, workload_options=options, repeat=repeat,
                 warmup_steps=s.warmup_steps, measured_steps=s.measured_steps, timeout_s=s.timeout_s,
-                device=s.device, seed=s.seed, **combo)
+                device=s.device, seed=s.seed,
+                strategy_options=strategies.resolved(combo["strategy"], scenario.strategy_options), **combo)
         for repeat in range(s.repeats)
         for combo, options in configs
     ]

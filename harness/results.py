@@ -16,7 +16,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: strategy options, bytes on the wire, time-to-accuracy columns
+READABLE_VERSIONS = {1, 2}  # a version-1 row reads with the newer columns empty
 
 # Column -> pandas dtype. Order is the order in files.
 COLUMNS: dict[str, str] = {
@@ -34,6 +35,7 @@ COLUMNS: dict[str, str] = {
     "batch_per_worker": "Int64",
     "global_batch": "Int64",
     "strategy": "string",
+    "strategy_options": "string",  # JSON object: the strategy's resolved options (harness.strategies)
     "storage": "string",
     "launcher": "string",
     "device_requested": "string",
@@ -52,6 +54,13 @@ COLUMNS: dict[str, str] = {
     "step_times_s": "string",  # JSON list: per measured step, the slowest rank's time (s)
     "first_loss": "Float64",
     "last_loss": "Float64",
+    "bytes_per_step": "Float64",  # bytes one rank hands to collectives per measured step (payload; max over ranks)
+    "compression_ratio": "Float64",  # fp32 gradient allreduce bytes per step / bytes_per_step
+    "target_accuracy": "Float64",  # held-out accuracy (fraction) a time-to-accuracy run aims at
+    "steps_to_target": "Int64",  # training steps (warm-up included) until the first evaluation >= target
+    "time_to_target_s": "Float64",  # training seconds until then (slowest rank per step, evaluation excluded)
+    "final_accuracy": "Float64",  # held-out accuracy (fraction) of the final model
+    "accuracy_curve": "string",  # JSON list of [step, held-out accuracy, held-out loss], rank 0's model
     "weights_consistent": "boolean",
     "weights_checksum": "string",
     "parameters": "Int64",
@@ -95,9 +104,13 @@ def load(results_dir: Path) -> pd.DataFrame:
         return to_frame([])
     frame = pd.read_parquet(path)
     versions = set(frame["schema_version"].dropna().unique())
-    if versions - {SCHEMA_VERSION}:
-        raise ValueError(f"{path}: schema versions {sorted(versions)}; this harness reads {SCHEMA_VERSION}")
-    return frame.astype(COLUMNS)
+    if versions - READABLE_VERSIONS:
+        raise ValueError(f"{path}: schema versions {sorted(versions)}; this harness reads "
+                         f"{', '.join(map(str, sorted(READABLE_VERSIONS)))}")
+    for column in COLUMNS:  # rows of an older version lack the newer columns
+        if column not in frame:
+            frame[column] = None
+    return frame[list(COLUMNS)].astype(COLUMNS)
 
 
 def append(results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:

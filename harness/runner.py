@@ -70,7 +70,7 @@ def skip_reason(spec: RunSpec) -> str | None:
     """Why ``spec`` cannot run here (unsupported combination or missing package), or None."""
     info = frameworks.get(spec.framework)
     missing = info.missing_modules(spec.workload)
-    return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage)
+    return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.device)
             or launchers.unsupported_reason(info.launcher, spec)
             or (f"not installed: {', '.join(missing)} (install the {spec.framework} extra)" if missing else None))
 
@@ -101,6 +101,8 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
     fields = collect.worker_facts(ranks, info.requires[0])
     if status == Status.OK:
         fields.update(collect.measurement_fields(ranks))
+    if status in (Status.OK, Status.DIVERGED):  # a diverged run still shows how far it got
+        fields.update(collect.accuracy_fields(ranks, spec.workload_options.get("target_accuracy")))
     return _row(spec, run_dir, sweep_id, status, reason, launcher=info.launcher, launch_s=outcome.seconds,
                 **fields)
 
@@ -119,6 +121,7 @@ def _row(spec: RunSpec, run_dir: Path, sweep_id: str, status: Status, reason: st
         "sample_unit": WORKLOADS[spec.workload].sample_unit,
         "timestamp": provenance.utc_now(),
         "spec": json.dumps(spec.to_json(), sort_keys=True),
+        "strategy_options": json.dumps(dict(spec.strategy_options), sort_keys=True),
         "run_dir": str(run_dir),
         **provenance.machine(),
         **fields,

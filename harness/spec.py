@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness.axes import Device, Size, Storage, Strategy, Workload
 
-SPEC_FORMAT = 1
+SPEC_FORMAT = 2  # 2: strategy_options
 
 # The dimensions that identify a configuration (repeats of it share them).
 CONFIG_COLUMNS = ("scenario", "framework", "workload", "size", "nodes", "procs_per_node",
@@ -27,7 +27,7 @@ class RunSpec:
     framework: str
     workload: Workload
     size: Size
-    workload_options: Mapping[str, int]
+    workload_options: Mapping[str, int | float]
     nodes: int
     procs_per_node: int
     batch_per_worker: int
@@ -39,6 +39,7 @@ class RunSpec:
     timeout_s: float
     device: Device
     seed: int
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)  # harness.strategies, resolved
 
     @property
     def world_size(self) -> int:
@@ -62,6 +63,8 @@ class RunSpec:
     def config_id(self) -> str:
         """A stable short id of the configuration (options included), equal across repeats."""
         key = {**self.dimensions(), "workload_options": dict(self.workload_options), "seed": self.seed}
+        if self.strategy_options:  # left out when empty so that ids of option-less runs stay as they were
+            key["strategy_options"] = dict(self.strategy_options)
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:
