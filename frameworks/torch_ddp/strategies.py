@@ -33,6 +33,7 @@ class ByteCount:
 
     def __init__(self, hook: Callable, bytes_of: Callable[[Any, dist.GradBucket], int]):
         self.hook, self.bytes_of, self.bytes_sent = hook, bytes_of, 0
+        self.__name__ = self.__qualname__ = f"counted_{hook.__name__}"  # DDP logs the hook by name
 
     def __call__(self, state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         self.bytes_sent += self.bytes_of(state, bucket)
