@@ -59,6 +59,7 @@ def _worker(rank: int, init_file: str, out_dir: str) -> None:
                            [[1, -2, 3], [-1, 4, 2]], 1, rank),
     }
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(cases))
+    dist.barrier()  # neither rank closes its connections while the other still uses them
     dist.destroy_process_group()
 
 
