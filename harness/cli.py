@@ -179,6 +179,8 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     report.print_table(summary, console)
     path = report.plot(summary, chart or results_dir / f"report-{sweep}.png")
     console.print(f"chart: {path}")
+    if report.compares_strategies(summary):
+        console.print(f"strategies chart: {report.plot_strategies(summary, path.with_name(path.stem + '-strategies.png'))}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
 
 
