@@ -29,7 +29,7 @@ def _train(strategy: Strategy, options: dict, per_rank_c: list[list[float]], ste
     model = nn.Linear(1, len(per_rank_c[0]), bias=False)
     with torch.no_grad():
         model.weight.zero_()
-    run = strategies.build(strategy, options, model, None, WORLD)
+    run = strategies.build(strategy, options, model, None)
     optimizer = torch.optim.SGD(run.module.parameters(), lr=1.0)
     c = torch.tensor(per_rank_c[rank]).reshape(-1, 1)
     weights = []

@@ -69,15 +69,8 @@ class TrainingStrategy:
         return self.counter.bytes_sent
 
 
-class Counter:
-    """Bytes sent by a strategy that counts them itself."""
-
-    def __init__(self) -> None:
-        self.bytes_sent = 0
-
-
-def build(strategy: Strategy, options: dict[str, Any], model: nn.Module, device_ids: list[int] | None,
-          world_size: int) -> TrainingStrategy:
+def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
+          device_ids: list[int] | None) -> TrainingStrategy:
     """Wrap ``model`` for ``strategy`` with its (already validated) options."""
     ddp = DDP(model, device_ids=device_ids)
     dense = dense_bytes(model)
@@ -105,7 +98,8 @@ def build(strategy: Strategy, options: dict[str, Any], model: nn.Module, device_
     # Model-averaging strategies: gradients stay local (no-op hook), parameters are averaged.
     ddp.register_comm_hook(None, noop_hook)
     if strategy == Strategy.LOCAL_SGD:
-        return _local_sgd(ddp, model, dense, options["tau"])
+        local = LocalSgd(model, options["tau"])
+        return TrainingStrategy(ddp, dense, local, after_step=local.after_step, finish=local.finish)
     if strategy == Strategy.BMUF:
         bmuf = BlockMomentum(model, options["block_steps"], options["block_momentum"], options["block_lr"],
                              options["nesterov"])
@@ -113,22 +107,25 @@ def build(strategy: Strategy, options: dict[str, Any], model: nn.Module, device_
     raise ValueError(f"no PyTorch implementation of strategy {strategy.value}")
 
 
-def _local_sgd(ddp: nn.Module, model: nn.Module, dense: int, tau: int) -> TrainingStrategy:
-    """PeriodicModelAverager averages on its calls w, w + tau, w + 2 tau, ... (0-based) after
-    ``warmup_steps`` w; w = tau - 1 makes that after local steps tau, 2 tau, ... (1-based)."""
-    averager = PeriodicModelAverager(period=tau, warmup_steps=tau - 1)
-    counter = Counter()
-    steps = {"done": 0, "averaged_at": 0}
+class LocalSgd:
+    """SparkNet-style parameter averaging every ``tau`` local steps with PyTorch's PeriodicModelAverager.
 
-    def after_step() -> None:
-        averager.average_parameters(model.parameters())
-        steps["done"] += 1
-        if steps["done"] % tau == 0:
-            counter.bytes_sent += dense
-            steps["averaged_at"] = steps["done"]
+    The averager averages on its calls w, w + tau, w + 2 tau, ... (0-based) after ``warmup_steps``
+    w; w = tau - 1 makes that after local steps tau, 2 tau, ... (1-based)."""
 
-    def finish() -> None:
-        if steps["averaged_at"] != steps["done"]:  # local steps since the last averaging
-            average_parameters(iter(model.parameters()), None)
+    def __init__(self, model: nn.Module, tau: int):
+        self.model, self.tau = model, tau
+        self.averager = PeriodicModelAverager(period=tau, warmup_steps=tau - 1)
+        self.steps = 0
+        self.bytes_sent = 0  # bytes this worker handed to all_reduce
 
-    return TrainingStrategy(ddp, dense, counter, after_step=after_step, finish=finish)
+    def after_step(self) -> None:
+        self.averager.average_parameters(self.model.parameters())
+        self.steps += 1
+        if self.steps % self.tau == 0:
+            self.bytes_sent += dense_bytes(self.model)
+
+    def finish(self) -> None:
+        """Average the local steps since the last averaging, if any."""
+        if self.steps % self.tau:
+            average_parameters(iter(self.model.parameters()), None)

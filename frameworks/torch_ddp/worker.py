@@ -125,7 +125,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     torch.manual_seed(spec.seed)
     model = build_model(spec).to(device)
     strategy = strategies.build(spec.strategy, dict(spec.strategy_options), model,
-                                [local_rank] if device_kind == "cuda" else None, world)
+                                [local_rank] if device_kind == "cuda" else None)
     optimizer = make_optimizer(spec, strategy.module)
     if spec.workload == Workload.DIGITS:
         data = digits.load(device)
