@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,13 @@ def cmd_list(args: argparse.Namespace) -> None:
                           for s, opts in info.presets.items())
         workloads.add_row(info.name.value, info.title, info.sample_unit, sizes)
     console.print(workloads)
-    console.print(f"Strategies: {', '.join(s.value for s in Strategy)}")
+    from harness.strategies import OPTIONS
+
+    def with_options(strategy: Strategy) -> str:
+        defaults = dataclasses.asdict(OPTIONS[strategy]())
+        return strategy.value + (f" ({', '.join(f'{k}={v}' for k, v in defaults.items())})" if defaults else "")
+
+    console.print(f"Strategies (default options): {'; '.join(with_options(s) for s in Strategy)}")
     console.print(f"Storage backends: {', '.join(s.value for s in Storage)}")
     console.print(f"Devices: {', '.join(d.value for d in Device)}")
     console.print("Launchers: torchrun")

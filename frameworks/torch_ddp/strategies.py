@@ -40,6 +40,16 @@ class ByteCount:
         return self.hook(state, bucket)
 
 
+class DenseEveryStep:
+    """Bytes of DDP's built-in allreduce: every gradient, every step."""
+
+    def __init__(self, dense: int):
+        self.dense, self.bytes_sent = dense, 0
+
+    def after_step(self) -> None:
+        self.bytes_sent += self.dense
+
+
 def powersgd_bytes(state: powerSGD_hook.PowerSGDState, bucket: dist.GradBucket) -> int:
     """What powerSGD_hook sends for a bucket: the whole bucket before ``start_powerSGD_iter``, then
     P and Q of the matrices worth compressing plus the other tensors uncompressed (its own rule)."""
@@ -75,9 +85,10 @@ def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
     ddp = DDP(model, device_ids=device_ids)
     dense = dense_bytes(model)
     if strategy == Strategy.ALLREDUCE:
-        counter = ByteCount(default_hooks.allreduce_hook, lambda _, b: b.buffer().numel() * b.buffer().element_size())
-        ddp.register_comm_hook(None, counter)
-        return TrainingStrategy(ddp, dense, counter)
+        # DDP's built-in C++ allreduce, untouched (no Python hook in the way of the measurement):
+        # it allreduces every gradient every step, so the bytes are known without counting
+        counter = DenseEveryStep(dense)
+        return TrainingStrategy(ddp, dense, counter, after_step=counter.after_step)
     if strategy in (Strategy.FP16, Strategy.BF16):
         hook = default_hooks.fp16_compress_hook if strategy == Strategy.FP16 else default_hooks.bf16_compress_hook
         counter = ByteCount(hook, lambda _, b: b.buffer().numel() * 2)
