@@ -14,18 +14,23 @@ Records (``event`` field):
               dense_bytes_per_step (what fp32 gradient allreduce would send)
   ``end``     weights_checksum, extra facts (e.g. parameter count, final_accuracy)
   ``skip``    reason: the worker found it cannot run this combination here (not a failure)
-  ``error``   message (an exception in the worker)
+  ``error``   time (Unix seconds), message (an exception in the worker)
+  ``exit``    time, code (exit status) or signal (its name): written by the
+              rank's supervisor (harness.worker) after the worker process ended
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 EVENTS_FORMAT = 1
+HOST_VARIABLE = "ROSETTA_HOST"  # set by launchers whose hosts share a host name (network namespaces)
+IMAGE_VARIABLE = "ROSETTA_IMAGE"  # set by the images built from docker/ (and by the kubernetes launcher)
 
 
 def events_path(out_dir: Path, rank: int) -> Path:
@@ -44,7 +49,8 @@ class EventWriter:
 
     def hello(self, world_size: int, device: str, versions: dict[str, str], **facts: Any) -> None:
         self.emit("hello", format=EVENTS_FORMAT, rank=self.rank, world_size=world_size, device=device,
-                  versions=versions, pid=os.getpid(), **facts)
+                  versions=versions, pid=os.getpid(), host=os.environ.get(HOST_VARIABLE) or socket.gethostname(),
+                  image=os.environ.get(IMAGE_VARIABLE), **facts)
 
     def close(self) -> None:
         self._fh.flush()
@@ -68,6 +74,14 @@ class RankRecord:
     comm: dict[str, Any] | None = None
     skip: str | None = None
     errors: list[str] = field(default_factory=list)
+    error_time: float | None = None  # Unix seconds of the first error record
+    exit: dict[str, Any] | None = None
+
+    @property
+    def failure_time(self) -> float:
+        """When this rank first went wrong (Unix seconds; infinity if it never said)."""
+        times = [t for t in (self.error_time, (self.exit or {}).get("time")) if t is not None]
+        return min(times, default=float("inf"))
 
 
 def read_rank(out_dir: Path, rank: int) -> RankRecord:
@@ -103,6 +117,10 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
             record.skip = ev.get("reason", "")
         elif kind == "error":
             record.errors.append(ev.get("message", ""))
+            if record.error_time is None:
+                record.error_time = ev.get("time")
+        elif kind == "exit":
+            record.exit = ev
     return record
 
 
