@@ -38,7 +38,8 @@ def new_sweep_id() -> str:
 DRY_RUN_ALWAYS = frozenset({"slurm", "kubernetes"})
 
 # A run that ended with one of these has its result; --resume does not run it again.
-COMPLETED = frozenset({Status.OK.value})
+# A diverged run is a result too (it learned nothing, with this seed and these options).
+COMPLETED = frozenset({Status.OK.value, Status.DIVERGED.value})
 
 
 def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None = None,
