@@ -7,7 +7,8 @@ the harness can show progress while the run goes on. Times are in seconds.
 Records (``event`` field):
   ``hello``   format, rank, world_size, device, versions, host facts of the rank
   ``step``    phase ("warmup" | "measure"), index, seconds, samples
-  ``window``  seconds (the rank's measured wall time), samples, steps
+  ``window``  seconds (the rank's measured wall time), samples, steps, start_time and
+              end_time (Unix seconds, to place telemetry samples)
   ``losses``  values: the loss of every measured step (read after the window)
   ``eval``    step (1-based, warm-up included), accuracy (fraction), loss: a held-out evaluation
   ``comm``    bytes_per_step (payload this rank handed to collectives, mean over measured steps),

@@ -45,7 +45,7 @@ def run_measured_loop(
     barrier()
     sync()
     losses = []
-    window_start = clock()
+    window_start, wall_start = clock(), time.time()
     t_prev = window_start
     paused = 0.0  # seconds spent in between_steps inside the window
     for index in range(measured_steps):
@@ -61,7 +61,7 @@ def run_measured_loop(
         t_prev = clock()  # the record above is bookkeeping: keep it out of the next step's time
     window_end = clock()
     window = {"seconds": window_end - window_start - paused, "samples": samples_per_step * measured_steps,
-              "steps": measured_steps}
+              "steps": measured_steps, "start_time": wall_start, "end_time": time.time()}
     events.emit("window", **window)
     events.emit("losses", values=[loss_value(v) for v in losses])
     return window

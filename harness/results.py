@@ -58,6 +58,13 @@ COLUMNS: dict[str, str] = {
     "step_time_p50_s": "Float64",
     "step_time_p90_s": "Float64",
     "step_times_s": "string",  # JSON list: per measured step, the slowest rank's time (s)
+    "cpu_util_pct": "Float64",  # mean CPU use of a rank's process tree in the window (% of one core)
+    "rss_max_mb": "Float64",  # largest resident memory of a rank's process tree (MiB)
+    "gpu_util_pct": "Float64",  # mean GPU utilization (%), empty without a GPU
+    "gpu_mem_max_mb": "Float64",  # largest GPU memory used (MiB)
+    "gpu_power_w": "Float64",  # mean GPU power draw (W)
+    "gpu_sm_clock_mhz": "Float64",  # mean SM clock (MHz)
+    "telemetry_samples": "Int64",  # samples in the window, all ranks together
     "first_loss": "Float64",
     "last_loss": "Float64",
     "bytes_per_step": "Float64",  # bytes one rank hands to collectives per measured step (payload; max over ranks)

@@ -147,7 +147,7 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
     status, reason = collect.status_and_reason(spec, outcome, ranks, run_dir)
     fields = collect.worker_facts(ranks, frameworks.get(spec.framework).requires[0])
     if status == Status.OK:
-        fields.update(collect.measurement_fields(ranks))
+        fields.update(collect.measurement_fields(ranks, run_dir))
     if status in (Status.OK, Status.DIVERGED):  # a diverged run still shows how far it got
         fields.update(collect.accuracy_fields(ranks, spec.workload_options.get("target_accuracy")))
     return _row(spec, run_dir, sweep_id, status, reason, launch_s=outcome.seconds, **fields)
