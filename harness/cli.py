@@ -108,8 +108,13 @@ def cmd_list(args: argparse.Namespace) -> None:
     console.print(f"Launchers: {', '.join(launchers.names())} ({launchers.AUTO}: the framework's first)")
 
 
+# Dimensions a plan leaves out: the scenario's name and what follows from the others.
+PLAN_HIDDEN = ("scenario", "world_size", "global_batch", "warmup_steps", "measured_steps")
+
+
 def cmd_plan(args: argparse.Namespace) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from harness.matrix import expand
@@ -117,17 +122,19 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
     scenario = _load_scenario(args.scenario)
     specs = expand(scenario)
+    dims = [spec.dimensions() for spec in specs]
+    shown = [k for k in (dims[0] if dims else {}) if k not in PLAN_HIDDEN]
+    varying = [k for k in shown if len({str(d[k]) for d in dims}) > 1]
+    constant = ", ".join(f"{k} = {dims[0][k]}" for k in shown if k not in varying)
     table = Table(title=f"{scenario.name}: {len(specs)} runs ({scenario.settings.repeats} repeats, "
                         f"{scenario.settings.warmup_steps} warm-up + {scenario.settings.measured_steps} "
-                        f"measured steps each)")
-    for col in ("#", "framework", "workload", "size", "world", "batch/worker", "strategy", "storage",
-                "repeat", "will run"):
+                        f"measured steps each)\n{constant}")
+    for col in ("#", *varying, "repeat", "will run"):
         table.add_column(col)
-    for i, spec in enumerate(specs):
+    for i, (spec, dim) in enumerate(zip(specs, dims)):
         reason = skip_reason(spec)
-        table.add_row(str(i), spec.framework, spec.workload.value, spec.size.value,
-                      f"{spec.nodes}x{spec.procs_per_node}", str(spec.batch_per_worker), spec.strategy.value,
-                      spec.storage.value, str(spec.repeat), "yes" if reason is None else f"skip: {reason}")
+        table.add_row(str(i), *(str(dim[k]) for k in varying), str(spec.repeat),
+                      "yes" if reason is None else escape(f"skip: {reason}"))
     Console().print(table)
 
 

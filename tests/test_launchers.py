@@ -84,3 +84,9 @@ def test_network_caps_need_namespace_hosts():
 def test_spec_json_round_trip():
     s = spec()
     assert RunSpec.from_json(s.to_json()) == s
+
+
+def test_absent_namespace_hosts_are_named():
+    options = {"hosts": ("rosetta-absent0", "rosetta-absent1"), "remote": "netns"}
+    assert unsupported_reason("torchrun", spec(nodes=2, procs_per_node=1, launcher_options=options)) == (
+        "no network namespace rosetta-absent0, rosetta-absent1 (start them: tools/netns_hosts.sh start 2)")

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,14 @@ def test_cli_prints_one_line_without_traceback(write_scenario):
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "batch_per_worker: must be >= 1, got 0" in lines[0]
+
+
+def test_plan_shows_what_varies_and_folds_the_rest(monkeypatch, capsys):
+    from harness import cli
+
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli.main(["plan", str(Path(__file__).parents[1] / "scenarios" / "network.toml")]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "strategy" in line and "network" in line)
+    assert "framework" not in header  # one value: folded into the title
+    assert "framework = torch_ddp" in out and out.count("100mbit") == 3

@@ -4,9 +4,13 @@ network-namespace hosts this machine can make (``tools/netns_hosts.py``)."""
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 
 from harness import network
 from harness.spec import RunSpec
+
+
+NETNS_DIR = Path("/run/netns")  # where ip netns keeps the named namespaces
 
 
 class RemoteShell(str, Enum):
@@ -39,6 +43,10 @@ def check(spec: RunSpec, hosts: tuple[str, ...], given_addresses: tuple[str, ...
                 if hosts else f"{spec.nodes} nodes: set [launcher_options.{launcher}] hosts")
     if given_addresses and len(given_addresses) != len(hosts):
         return f"[launcher_options.{launcher}] addresses must name one address per host"
+    if remote == RemoteShell.NETNS:
+        absent = [h for h in hosts[: spec.nodes] if not (NETNS_DIR / h).exists()]
+        if absent:
+            return f"no network namespace {', '.join(absent)} (start them: tools/netns_hosts.sh start {spec.nodes})"
     if spec.network != network.UNLIMITED and (remote != RemoteShell.NETNS or spec.nodes < 2):
         return "network caps are applied only between network-namespace hosts (remote = \"netns\", nodes >= 2)"
     return None
