@@ -26,18 +26,19 @@ from harness.events import EventWriter
 from harness.lifetime import die_with_parent
 from harness.spec import read_spec_file
 
-# Rank variables of torchrun, Open MPI, MPICH/Hydra, PMIx and SLURM, in that order.
-RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+# Rank variables of torchrun, Horovod (Gloo controller), Open MPI, MPICH/Hydra, PMIx and SLURM, in that order.
+RANK_VARIABLES = ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 CHILD_FLAG = "--child"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
 # torch.distributed's variables and where other launchers keep the same facts (Open MPI, MPICH/Hydra, SLURM).
 TORCH_VARIABLES = {
-    "RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"),
-    "WORLD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"),
-    "LOCAL_RANK": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"),
-    "LOCAL_WORLD_SIZE": ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"),
+    "RANK": ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"),
+    "WORLD_SIZE": ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"),
+    "LOCAL_RANK": ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"),
+    "LOCAL_WORLD_SIZE": ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                         "SLURM_NTASKS_PER_NODE"),
 }
 
 

@@ -100,7 +100,7 @@ def test_a_bad_launcher_option_is_a_one_line_error(write_scenario):
     """
     with pytest.raises(UserError, match=r"\[launcher_options.slurm\] partiton: unknown key; allowed: partition,"):
         scenario.load(write_scenario(text))
-    with pytest.raises(UserError, match=r"\[launcher_options\] pbs: must be one of torchrun, mpirun, slurm"):
+    with pytest.raises(UserError, match=r"\[launcher_options\] pbs: must be one of torchrun, mpirun, horovodrun, slurm"):
         scenario.load(write_scenario(text.replace("launcher_options.slurm", "launcher_options.pbs")))
     with pytest.raises(UserError, match=r"\[matrix\] network: must be 'unlimited' or a rate like '10gbit'"):
         scenario.load(write_scenario(text.replace('launcher = "slurm"', 'network = "fast"')))

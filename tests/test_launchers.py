@@ -90,3 +90,23 @@ def test_absent_namespace_hosts_are_named():
     options = {"hosts": ("rosetta-absent0", "rosetta-absent1"), "remote": "netns"}
     assert unsupported_reason("torchrun", spec(nodes=2, procs_per_node=1, launcher_options=options)) == (
         "no network namespace rosetta-absent0, rosetta-absent1 (start them: tools/netns_hosts.sh start 2)")
+
+
+def test_horovodrun_gloo_or_mpi_controller():
+    request = LaunchRequest(spec(launcher="horovodrun", nodes=2, procs_per_node=4,
+                                 launcher_options={"hosts": ("n1", "n2"), "controller": "mpi",
+                                                   "network_interface": "ib0"}),
+                            "mod", Path("/r/spec.json"), "/py", cpu_count=8)
+    assert get("horovodrun")(request).argv == (
+        "horovodrun", "-np", "8", "-H", "n1:4,n2:4", "--mpi", "--network-interface", "ib0",
+        "/py", "-m", "harness.worker", "mod", "/r/spec.json")
+    local = get("horovodrun")(LaunchRequest(spec(launcher="horovodrun"), "mod", Path("/r/spec.json"), "/py", 8))
+    assert local.argv[:6] == ("horovodrun", "-np", "2", "-H", "localhost:2", "--gloo")
+
+
+def test_horovod_variables_become_torch_ones():
+    from harness.worker import torch_variables
+
+    env = {"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"}
+    assert torch_variables(env) == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    assert torch_variables({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "RANK": "0"}) == {"WORLD_SIZE": "8"}

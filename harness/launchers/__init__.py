@@ -27,6 +27,7 @@ from harness.spec import RunSpec
 REGISTRY: dict[str, str] = {
     "torchrun": "harness.launchers.torchrun",
     "mpirun": "harness.launchers.mpirun",
+    "horovodrun": "harness.launchers.horovodrun",
     "slurm": "harness.launchers.slurm",
     "kubernetes": "harness.launchers.kubernetes",
 }

@@ -1,0 +1,54 @@
+"""horovodrun: Horovod's own launcher, with its Gloo or MPI controller, on one node or across hosts.
+
+Ranks read Horovod's rank variables (HOROVOD_RANK, ...) through the framework's Horovod API; the
+harness's worker bootstrap finds the rank from them or from Open MPI's. Hosts are reached by
+horovodrun itself (ssh), so network-namespace hosts are not supported here: use mpirun for those.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from enum import Enum
+
+from harness.launchers import LaunchCommand, LaunchRequest, options, worker_argv, worker_env
+from harness.spec import RunSpec
+
+
+class Controller(str, Enum):
+    GLOO = "gloo"
+    MPI = "mpi"
+
+
+@dataclass(frozen=True)
+class Options:
+    hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # ssh-reachable names
+    controller: Controller = Controller.GLOO
+    network_interface: str = ""  # e.g. "eth0"; empty: Horovod chooses
+    extra_args: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
+
+
+def host_list(spec: RunSpec, opts: Options) -> str:
+    hosts = opts.hosts[: spec.nodes] if opts.hosts else ("localhost",)
+    return ",".join(f"{host}:{spec.procs_per_node}" for host in hosts)
+
+
+def command(request: LaunchRequest) -> LaunchCommand:
+    """``horovodrun -np W -H h:P,... --gloo|--mpi python -m harness.worker MODULE SPEC``."""
+    spec, opts = request.spec, options(request)
+    argv = ["horovodrun", "-np", str(spec.world_size), "-H", host_list(spec, opts), f"--{opts.controller.value}"]
+    if opts.network_interface:
+        argv += ["--network-interface", opts.network_interface]
+    argv += [*opts.extra_args, request.python, *worker_argv(request)]
+    return LaunchCommand(tuple(argv), worker_env(request))
+
+
+def unsupported_reason(spec: RunSpec) -> str | None:
+    opts = options(spec)
+    if spec.nodes > 1 and len(opts.hosts) < spec.nodes:
+        return f"{spec.nodes} nodes: set [launcher_options.horovodrun] hosts (one per node)"
+    if spec.network != "unlimited":
+        return "network caps are applied only between network-namespace hosts (use mpirun or torchrun)"
+    if shutil.which("horovodrun") is None:
+        return "horovodrun not found (install Horovod: the horovod frameworks' install step)"
+    return None
