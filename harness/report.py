@@ -245,7 +245,7 @@ def plot_strategies(summary: pd.DataFrame, path: Path) -> Path:
     fig, axes = plt.subplots(len(groups), 4, figsize=(20, 4.4 * len(groups)), squeeze=False)
     for (ax_tp, ax_bytes, ax_tta, ax_curve), ((workload, size, world), data) in zip(axes, groups):
         # (device is left out: a skipped run reports only the device it asked for)
-        varying = [k for k in ["framework", "batch_per_worker"] if data[k].nunique() > 1]
+        varying = [k for k in ["framework", "batch_per_worker", *NUMERICS] if data[k].nunique() > 1]
         labels = [" ".join([r["strategy"]] + [f"{k}={r[k]}" for k in varying]) for _, r in data.iterrows()]
         x = list(range(len(data)))
         colors = [f"C{i % 10}" for i in x]

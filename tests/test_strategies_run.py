@@ -85,3 +85,14 @@ def test_bf16_is_skipped_on_cpu_with_a_reason(write_scenario, tmp_path):
         rows = run_sweep(scenario.load(write_scenario(text.replace('device = "cpu"', 'device = "auto"'),
                                                       name="auto.toml")), tmp_path / "results")
         assert rows[0]["status"] == "skipped" and "needs CUDA and NCCL" in rows[0]["reason"]
+
+
+def test_onebit_runs_a_many_bucket_model(write_scenario, tmp_path):
+    # ResNet-50 spans several DDP buckets, which DDP rebuilds after the first step
+    from tests.conftest import TINY
+
+    text = TINY.replace("procs_per_node = [1, 2]", "procs_per_node = 2\nstrategy = \"onebit\"").replace(
+        "warmup_steps = 1", "warmup_steps = 2")
+    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row["reason"]
+    assert row["compression_ratio"] > 10  # about 32x less than fp32, less the per-column means

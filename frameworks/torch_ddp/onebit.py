@@ -122,8 +122,10 @@ class OnebitState:
 def compress_step(state: OnebitState, bucket_index: int, flat: torch.Tensor,
                   shapes: list[torch.Size]) -> Message:
     """Add the kept error (if error feedback is on), quantize, keep the new error; the message."""
-    target = flat + state.residuals[bucket_index] if state.error_feedback and bucket_index in state.residuals \
-        else flat.clone()
+    kept = state.residuals.get(bucket_index)
+    if kept is not None and kept.numel() != flat.numel():
+        kept = None  # DDP rebuilt its buckets after the first step: this index now holds other gradients
+    target = flat + kept if state.error_feedback and kept is not None else flat.clone()
     message, recon = encode(target, shapes)
     if state.error_feedback:
         state.residuals[bucket_index] = target - recon
