@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import dataclasses
 import sys
 from pathlib import Path
@@ -13,9 +14,17 @@ from harness.errors import UserError
 DEFAULT_RESULTS = Path("results")
 
 
+def _stop_like_ctrl_c(signum, _frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    # A batch system's stop (SIGTERM at a job's time limit, SIGHUP when a session ends) is handled
+    # as Ctrl-C: the current run is recorded as interrupted and its processes are stopped.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop_like_ctrl_c)
     try:
         return args.handler(args) or 0
     except UserError as exc:

@@ -65,7 +65,7 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
         try:
             row = run_one(spec, run_dir, sweep_id, observer)
         except KeyboardInterrupt:
-            row = _row(spec, run_dir, sweep_id, Status.INTERRUPTED, "interrupted by the user (Ctrl-C)")
+            row = _row(spec, run_dir, sweep_id, Status.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM or SIGHUP)")
             rows.append(_record(results_dir, run_dir, row, observer))
             raise
         rows.append(_record(results_dir, run_dir, row, observer))

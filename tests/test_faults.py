@@ -165,12 +165,13 @@ def test_sigkill_of_the_harness_loses_no_row_and_resume_completes_the_sweep(writ
     assert not list(out.glob(".*.tmp"))
 
 
-def test_ctrl_c_marks_the_current_run_interrupted_and_leaves_no_process(write_scenario, tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_marks_the_current_run_interrupted_and_leaves_no_process(write_scenario, tmp_path, stop):
     path = write_scenario(SEVERAL.replace("measured_steps = 2", "measured_steps = 100000"))
     out = tmp_path / "results"
     harness = _rosetta("run", str(path), "--results", str(out))
     _wait_for(lambda: any(read_rank(d, 0).step_seconds for d in out.glob("runs/*/0000")))
-    harness.send_signal(signal.SIGINT)  # what Ctrl-C sends to the harness
+    harness.send_signal(stop)  # what Ctrl-C sends to the harness, or a batch system at a time limit
     output, _ = harness.communicate(timeout=60)
     assert harness.returncode == 130, output
     assert "interrupted" in output
