@@ -42,3 +42,20 @@ class Status(str, Enum):
 def values(enum: type[Enum]) -> list[str]:
     """The allowed string values of an enum, for error messages."""
     return [member.value for member in enum]
+
+
+class Collective(str, Enum):
+    """Collectives measured by ``rosetta comm`` (harness/comm_spec.py)."""
+
+    ALLREDUCE = "allreduce"
+    BROADCAST = "broadcast"
+    ALLGATHER = "allgather"
+
+
+class Backend(str, Enum):
+    """Communication backends ``rosetta comm`` knows; those absent here give ``skipped`` rows."""
+
+    GLOO = "gloo"
+    NCCL = "nccl"
+    MPI = "mpi"
+    HOROVOD = "horovod"
