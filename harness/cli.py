@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", help="sweep id to report (default: the latest; 'all' for every sweep)")
     p.add_argument("--chart", type=Path, help="chart PNG path (default: RESULTS/report-<sweep>.png)")
     p.set_defaults(handler=cmd_report)
+
+    from harness import cli_perf  # rosetta comm, rosetta project
+
+    cli_perf.add_parsers(sub)
     return parser
 
 

@@ -30,7 +30,7 @@ class CommSettings:
     world_sizes: tuple[int, ...] = field(default=(2,), metadata={"min": 1, "max": 1024})
     min_bytes: int = field(default=4, metadata={"min": ELEMENT_BYTES})
     max_bytes: int = field(default=256 * MiB, metadata={"min": ELEMENT_BYTES})  # on GPUs
-    max_bytes_cpu: int = field(default=16 * MiB, metadata={"min": ELEMENT_BYTES})  # on CPUs (gloo)
+    max_bytes_cpu: int = field(default=64 * MiB, metadata={"min": ELEMENT_BYTES})  # on CPUs (gloo)
     step_factor: int = field(default=2, metadata={"min": 2})  # sizes are min_bytes x step_factor^k
     warmup_iters: int = field(default=5, metadata={"min": 0})
     iters: int = field(default=20, metadata={"min": 1})
