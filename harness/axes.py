@@ -59,3 +59,12 @@ class Backend(str, Enum):
     NCCL = "nccl"
     MPI = "mpi"
     HOROVOD = "horovod"
+
+
+class CommAlgorithm(str, Enum):
+    """How gradients are exchanged in the scaling model (harness/scaling_model.py)."""
+
+    RING = "ring"  # ring allreduce over every worker
+    HIERARCHICAL = "hierarchical"  # ring within each node, ring across nodes, ring within each node
+    ONEBIT = "onebit"  # 1-bit SGD: signs (1/32 of the bytes) plus per-bucket scales, ring exchange
+    LOCAL_SGD = "local_sgd"  # full allreduce every tau steps (model averaging)
