@@ -192,6 +192,9 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     path = report.plot(summary, chart or results_dir / f"report-{sweep}.png")
     console.print(f"chart: {path}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
+    from harness.cli_perf import print_scaling_check  # the scaling model's error, once `rosetta comm` has run
+
+    print_scaling_check(results_dir, console)
 
 
 if __name__ == "__main__":

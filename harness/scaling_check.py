@@ -1,0 +1,129 @@
+"""The scaling model checked against this machine: predictions from the comm table's allreduce fit
+and the measured single-worker runs, beside the measured multi-worker runs of the results table.
+
+prediction error = predicted throughput / measured throughput - 1 (median over repeats).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from harness import report
+from harness.axes import CommAlgorithm
+from harness.scaling_model import (GRADIENT_BYTES_PER_PARAMETER, AlphaBeta, Network, fit_alpha_beta,
+                                   link_from_allreduce, predict)
+from harness.workloads import BERT_BASE_PRETRAINING_PARAMS, RESNET50_PARAMS
+
+# Parameter counts of models whose runs did not report one (the `parameters` column is preferred).
+KNOWN_PARAMETERS = {("resnet50", size): RESNET50_PARAMS for size in ("tiny", "small", "full")}
+KNOWN_PARAMETERS[("bert", "full")] = BERT_BASE_PRETRAINING_PARAMS
+
+
+def backend_of(device: str) -> str:
+    """The backend a torch_ddp run uses on ``device`` (its worker picks NCCL on GPUs, gloo on CPUs)."""
+    return "nccl" if device == "cuda" else "gloo"
+
+
+def allreduce_fits(comm: pd.DataFrame) -> dict[tuple[str, int], AlphaBeta]:
+    """Alpha-beta fit of allreduce time (median of the slowest rank) vs bytes, per backend and world
+    size, from the latest comm sweep that measured that pair."""
+    ok = comm[(comm["status"] == "ok") & (comm["collective"] == "allreduce") & (comm["world_size"] >= 2)]
+    fits = {}
+    for (backend, world), group in ok.groupby(["backend", "world_size"]):
+        latest = group[group["sweep_id"] == group.sort_values("timestamp")["sweep_id"].iloc[-1]]
+        try:
+            fits[(str(backend), int(world))] = fit_alpha_beta(latest["bytes"].astype(float).tolist(),
+                                                              latest["time_p50_s"].astype(float).tolist())
+        except ValueError:
+            continue
+    return fits
+
+
+def _nearest_fit(fits: dict[tuple[str, int], AlphaBeta], backend: str, world: int):
+    """The fit at ``world`` ranks, else the one with the closest world size (its link carried over)."""
+    mine = [w for (b, w) in fits if b == backend]
+    if not mine:
+        return None, None
+    best = min(mine, key=lambda w: (abs(w - world), w))
+    return fits[(backend, best)], best
+
+
+def gradient_bytes(rows: pd.DataFrame, workload: str, size: str) -> float | None:
+    """float32 gradient bytes of the model the rows ran: parameters x 4."""
+    params = rows["parameters"].dropna()
+    count = int(params.iloc[0]) if len(params) else KNOWN_PARAMETERS.get((workload, size))
+    return None if count is None else float(count * GRADIENT_BYTES_PER_PARAMETER)
+
+
+def check(results: pd.DataFrame, comm: pd.DataFrame,
+          algorithms: tuple[CommAlgorithm, ...] = (CommAlgorithm.RING,)) -> pd.DataFrame:
+    """Per measured multi-worker configuration with a single-worker run in the same sweep and series:
+    the predicted and measured throughput and efficiency, and the prediction error."""
+    fits = allreduce_fits(comm)
+    summary = report.summarize(results)
+    out: list[dict[str, Any]] = []
+    if summary.empty:
+        return pd.DataFrame(out)
+    measured = summary[summary["throughput_median"].notna()]
+    for _, series in measured.groupby(report.SERIES_KEYS, dropna=False):
+        single = series[series["world_size"] == 1]
+        if single.empty:
+            continue
+        base = single.iloc[0]
+        step_1 = base["batch_per_worker"] / base["throughput_median"]
+        keys = {k: base[k] for k in report.SERIES_KEYS}
+        mask = (results["sweep_id"] == base["sweep_id"]) & (results["workload"] == base["workload"]) & \
+               (results["size"] == base["size"])
+        grad = gradient_bytes(results[mask], str(base["workload"]), str(base["size"]))
+        backend = backend_of(str(base["device"]))
+        for _, row in series[series["world_size"] > 1].iterrows():
+            world = int(row["world_size"])
+            fit, fit_world = _nearest_fit(fits, backend, world)
+            for algorithm in algorithms:
+                entry = {**keys, "world_size": world, "backend": backend, "algorithm": algorithm.value,
+                         "step_time_1_s": step_1, "gradient_bytes": grad,
+                         "measured_throughput": row["throughput_median"], "measured_efficiency": row["efficiency"]}
+                if fit is None or grad is None:
+                    entry["note"] = (f"no {backend} allreduce measurement: run `rosetta comm`" if fit is None
+                                     else "parameter count unknown")
+                    out.append(entry)
+                    continue
+                net = Network.single(link_from_allreduce(fit, fit_world))
+                p = predict(step_1, int(row["batch_per_worker"]), grad, world, algorithm, net)
+                entry.update(fit_world_size=fit_world, alpha_s=fit.alpha_s, beta_GBps=fit.beta_Bps / 1e9,
+                             comm_time_s=p.comm_time_s, predicted_throughput=p.throughput,
+                             predicted_efficiency=p.efficiency,
+                             error=p.throughput / row["throughput_median"] - 1)
+                out.append(entry)
+    return pd.DataFrame(out)
+
+
+def print_check(table: pd.DataFrame, console) -> None:
+    """The check as a rich table, with the mean absolute error."""
+    from rich.table import Table
+
+    if table.empty:
+        console.print("scaling model check: no sweep has both a 1-worker and a multi-worker run measured")
+        return
+    out = Table(title="Scaling model vs measurement on this machine (ring allreduce, alpha-beta fit of "
+                      "`rosetta comm`, T_N = T_1 + t_allreduce(gradients), no overlap)")
+    for col in ("workload", "batch/worker", "device", "world", "backend", "T_1 ms", "gradient MB",
+                "allreduce ms", "predicted/s", "measured/s", "pred. eff.", "meas. eff.", "error"):
+        out.add_column(col, justify="right")
+    for _, r in table.iterrows():
+        has = "error" in r and not pd.isna(r.get("error"))
+        out.add_row(f"{r['workload']}/{r['size']}", str(r["batch_per_worker"]), str(r["device"]),
+                    str(r["world_size"]), r["backend"], f"{r['step_time_1_s'] * 1e3:.1f}",
+                    "-" if r["gradient_bytes"] is None else f"{r['gradient_bytes'] / 1e6:.1f}",
+                    f"{r['comm_time_s'] * 1e3:.1f}" if has else "-",
+                    f"{r['predicted_throughput']:.2f}" if has else "-", f"{r['measured_throughput']:.2f}",
+                    f"{r['predicted_efficiency']:.0%}" if has else "-",
+                    "-" if math.isnan(r["measured_efficiency"]) else f"{r['measured_efficiency']:.0%}",
+                    f"{r['error']:+.0%}" if has else str(r.get("note")))
+    console.print(out)
+    if "error" in table and table["error"].notna().any():
+        console.print(f"mean absolute prediction error: {table['error'].abs().mean():.0%} over "
+                      f"{int(table['error'].notna().sum())} configurations")
