@@ -7,7 +7,8 @@ the harness can show progress while the run goes on. Times are in seconds.
 Records (``event`` field):
   ``hello``   format, rank, world_size, device, versions, host facts of the rank
   ``step``    phase ("warmup" | "measure"), index, seconds, samples
-  ``window``  seconds (the rank's measured wall time), samples, steps
+  ``window``  seconds (the rank's measured wall time), samples, steps, start_time (Unix
+              seconds when the window began)
   ``losses``  values: the loss of every measured step (read after the window)
   ``end``     weights_checksum, extra facts (e.g. parameter count)
   ``error``   time (Unix seconds), message (an exception in the worker)
