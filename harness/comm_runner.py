@@ -86,7 +86,12 @@ def run_comm(settings: CommSettings, results_dir: Path,
             if reason:
                 new = [_row(spec, run_dir, sweep_id, Status.SKIPPED, reason)]
             else:
-                new = run_launch(spec, run_dir, sweep_id)
+                try:
+                    new = run_launch(spec, run_dir, sweep_id)
+                except KeyboardInterrupt:  # execute.run has ended the launch's processes
+                    comm_results.append(results_dir, [_row(spec, run_dir, sweep_id, Status.INTERRUPTED,
+                                                           "interrupted by the user (Ctrl-C)")])
+                    raise
             new = [redact.scrub_row(r) for r in new]
             comm_results.append(results_dir, new)
             rows += new
