@@ -85,7 +85,9 @@ def check(results: pd.DataFrame, comm: pd.DataFrame,
             for algorithm in algorithms:
                 entry = {**keys, "world_size": world, "backend": backend, "algorithm": algorithm.value,
                          "step_time_1_s": step_1, "gradient_bytes": grad,
-                         "measured_throughput": row["throughput_median"], "measured_efficiency": row["efficiency"]}
+                         "measured_throughput": row["throughput_median"], "measured_efficiency": row["efficiency"],
+                         # per-worker step time implied by the measured throughput: T_N = N x batch / throughput
+                         "measured_step_s": world * row["batch_per_worker"] / row["throughput_median"]}
                 if fit is None or grad is None:
                     entry["note"] = (f"no {backend} allreduce measurement: run `rosetta comm`" if fit is None
                                      else "parameter count unknown")
@@ -111,7 +113,7 @@ def print_check(table: pd.DataFrame, console) -> None:
     out = Table(title="Scaling model vs measurement on this machine (ring allreduce, alpha-beta fit of "
                       "`rosetta comm`, T_N = T_1 + t_allreduce(gradients), no overlap)")
     for col in ("workload", "batch/worker", "device", "world", "backend", "T_1 ms", "gradient MB",
-                "allreduce ms", "predicted/s", "measured/s", "pred. eff.", "meas. eff.", "error"):
+                "allreduce ms", "T_N ms pred.", "T_N ms meas.", "predicted/s", "measured/s", "pred. eff.", "meas. eff.", "error"):
         out.add_column(col, justify="right")
     for _, r in table.iterrows():
         has = "error" in r and not pd.isna(r.get("error"))
@@ -119,6 +121,8 @@ def print_check(table: pd.DataFrame, console) -> None:
                     str(r["world_size"]), r["backend"], f"{r['step_time_1_s'] * 1e3:.1f}",
                     "-" if r["gradient_bytes"] is None else f"{r['gradient_bytes'] / 1e6:.1f}",
                     f"{r['comm_time_s'] * 1e3:.1f}" if has else "-",
+                    f"{(r['step_time_1_s'] + r['comm_time_s']) * 1e3:.1f}" if has else "-",
+                    f"{r['measured_step_s'] * 1e3:.1f}",
                     f"{r['predicted_throughput']:.2f}" if has else "-", f"{r['measured_throughput']:.2f}",
                     f"{r['predicted_efficiency']:.0%}" if has else "-",
                     "-" if math.isnan(r["measured_efficiency"]) else f"{r['measured_efficiency']:.0%}",
@@ -126,4 +130,6 @@ def print_check(table: pd.DataFrame, console) -> None:
     console.print(out)
     if "error" in table and table["error"].notna().any():
         console.print(f"mean absolute prediction error: {table['error'].abs().mean():.0%} over "
-                      f"{int(table['error'].notna().sum())} configurations")
+                      f"{int(table['error'].notna().sum())} configurations. T_N meas. - T_1 is what N workers "
+                      "really added per step; beside the predicted allreduce time it tells the network's share "
+                      "from the rest (on a CPU machine: N processes also split the cores one process had).")
