@@ -128,6 +128,11 @@ def print_check(table: pd.DataFrame, console) -> None:
                     "-" if math.isnan(r["measured_efficiency"]) else f"{r['measured_efficiency']:.0%}",
                     f"{r['error']:+.0%}" if has else str(r.get("note")))
     console.print(out)
+    if "alpha_s" in table:
+        fits = table.dropna(subset=["alpha_s"]).drop_duplicates(["backend", "fit_world_size"])
+        for _, r in fits.iterrows():
+            console.print(f"allreduce fit, {r['backend']} x{int(r['fit_world_size'])}: t = {r['alpha_s'] * 1e6:.1f} us"
+                          f" + bytes / {r['beta_GBps']:.3f} GB/s", highlight=False)
     if "error" in table and table["error"].notna().any():
         console.print(f"mean absolute prediction error: {table['error'].abs().mean():.0%} over "
                       f"{int(table['error'].notna().sum())} configurations. T_N meas. - T_1 is what N workers "
