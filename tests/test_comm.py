@@ -92,3 +92,35 @@ def test_real_gloo_run_keeps_raw_timings_of_the_slowest_rank(tmp_path):
         assert row["launcher"] == "torchrun" and row["world_size"] == 2 and row["launch_s"] > 0
     table = comm_results.load(tmp_path)
     assert len(table) == len(rows) and set(table["schema_version"]) == {comm_results.COMM_SCHEMA_VERSION}
+
+
+def test_comm_table_refuses_other_schema_versions(tmp_path):
+    frame = comm_results.to_frame([{"schema_version": 99, "backend": "gloo", "status": "ok"}])
+    frame.to_parquet(tmp_path / comm_results.PARQUET, index=False)
+    with pytest.raises(UserError, match="comm schema versions"):
+        comm_results.load(tmp_path)
+    with pytest.raises(ValueError, match="not in the comm schema"):
+        comm_results.to_frame([{"bandwidth": 1}])
+
+
+def test_comm_report_without_results_is_one_line(tmp_path, capsys):
+    from harness import cli
+
+    assert cli.main(["comm", "--report", "--results", str(tmp_path)]) == 2
+    assert "no comm results yet" in capsys.readouterr().err
+
+
+def test_measured_window_records_its_wall_clock_start(tmp_path):
+    import time
+
+    from harness.events import EventWriter, read_rank
+    from harness.measure import run_measured_loop
+
+    events = EventWriter(tmp_path, 0)
+    before = time.time()
+    run_measured_loop(lambda: 0.0, sync=lambda: None, barrier=lambda: None, warmup_steps=1, measured_steps=2,
+                      samples_per_step=4, events=events)
+    after = time.time()
+    events.close()
+    window = read_rank(tmp_path, 0).window
+    assert before <= window["start_time"] <= after and window["steps"] == 2
