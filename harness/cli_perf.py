@@ -77,8 +77,9 @@ def cmd_comm(args: argparse.Namespace) -> None:
 def add_project_parser(sub) -> None:
     p = sub.add_parser("project", help="predict scaling efficiency at 8..1024 GPUs for an interconnect; "
                                        "--check: the model against this machine's measured runs")
-    p.add_argument("--interconnect", default="25GbE", help="link between nodes (a preset; default 25GbE)")
-    p.add_argument("--intra", default="NVLink", help="link within a node (a preset; default NVLink)")
+    p.add_argument("--interconnect", default="25GbE", help="link between nodes: a preset (default 25GbE) or measured:BACKEND (this "
+                        "machine's `rosetta comm` fit, e.g. measured:gloo)")
+    p.add_argument("--intra", default="NVLink", help="link within a node: a preset (default NVLink) or measured:BACKEND")
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--baseline", default="resnet50-v100", help="published single-GPU figure (a preset)")
     p.add_argument("--step-time-s", type=float, help="single-GPU step time (s), instead of the baseline's")
@@ -113,8 +114,13 @@ def cmd_project(args: argparse.Namespace) -> None:
     if not 0 <= args.overlap <= 1 or args.tau < 1 or args.gpus_per_node < 1:
         raise UserError("--overlap must be within 0..1, --tau and --gpus-per-node >= 1")
     presets = projection.load_presets(args.presets or projection.PRESETS_FILE)
-    inter = projection.pick(presets.links, args.interconnect, "interconnect")
-    intra = projection.pick(presets.links, args.intra, "intra")
+    def link(name: str, what: str):
+        if name.startswith(projection.MEASURED_PREFIX):
+            return projection.measured_link(args.results, name.removeprefix(projection.MEASURED_PREFIX))
+        return projection.pick(presets.links, name, what)
+
+    inter = link(args.interconnect, "interconnect")
+    intra = link(args.intra, "intra")
     base = projection.pick(presets.baselines, args.baseline, "baseline")
     step = args.step_time_s or base.step_time_s
     batch = args.batch or base.batch_per_worker
@@ -139,12 +145,12 @@ def cmd_project(args: argparse.Namespace) -> None:
                   f"({params * 4 / 1e6:.1f} MB of float32 gradients)"
                   + ("" if args.step_time_s else f" from {base.title} ({base.source})"), highlight=False)
     for name, preset in ((args.intra, intra), (args.interconnect, inter)):
-        console.print(f"{name}: {preset.bandwidth_GBps} GB/s, {preset.latency_us} us per step; {preset.source}",
+        console.print(f"{name}: {preset.bandwidth_GBps:.3g} GB/s, {preset.latency_us:.3g} us per step; {preset.source}",
                       highlight=False)
     console.print("assumptions: T_N = T_1 + (1 - overlap) x exchange time; weak scaling (fixed batch per GPU); "
                   f"overlap = {args.overlap}; gradients float32 in one piece; 1-bit SGD sends 1/32 of the bytes "
                   "plus 2 float32 scales per 512 values, compression compute not counted", highlight=False)
-    suffix = f"{args.interconnect}-{args.baseline}".replace("/", "_")
+    suffix = f"{args.interconnect}-{args.baseline}".replace("/", "_").replace(":", "-")
     chart = projection.plot(table, args.chart or args.results / f"project-{suffix}.png",
                             f"{base.title if not args.step_time_s else 'custom'}: {args.gpus_per_node} GPUs/node, "
                             f"{args.intra} in node, {args.interconnect} between nodes\n(published results: other "

@@ -67,6 +67,24 @@ def load_presets(path: Path = PRESETS_FILE) -> Presets:
     return Presets(links, baselines)
 
 
+MEASURED_PREFIX = "measured:"  # e.g. measured:gloo: the link fitted to this machine's `rosetta comm`
+
+
+def measured_link(results_dir: Path, backend: str) -> LinkPreset:
+    """A link preset from the latest allreduce fit of ``backend`` in ``results_dir``'s comm table."""
+    from harness import comm_results, scaling_check
+    from harness.scaling_model import link_from_allreduce
+
+    fits = scaling_check.allreduce_fits(comm_results.load(results_dir))
+    mine = sorted(w for (b, w) in fits if b == backend)
+    if not mine:
+        raise UserError(f"{MEASURED_PREFIX}{backend}: no {backend} allreduce in {results_dir}; run `rosetta comm`")
+    link = link_from_allreduce(fits[(backend, mine[0])], mine[0])
+    return LinkPreset(title=f"{backend} as measured here ({mine[0]} ranks)", bandwidth_GBps=link.bandwidth_Bps / 1e9,
+                      latency_us=link.latency_s * 1e6,
+                      source=f"alpha-beta fit of this machine's `rosetta comm` allreduce, {mine[0]} ranks")
+
+
 def pick(presets: Mapping[str, Any], name: str, what: str) -> Any:
     if name not in presets:
         raise UserError(f"--{what}: unknown {what} {name!r}; allowed: {', '.join(presets)}")
