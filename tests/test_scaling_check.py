@@ -72,3 +72,13 @@ def test_project_command_writes_its_chart(tmp_path, capsys):
     assert list(tmp_path.glob("project-IB-EDR-*.png"))
     assert cli.main(["project", "--interconnect", "carrier-pigeon"]) == 2
     assert "allowed: 10GbE" in capsys.readouterr().err
+
+
+def test_measured_link_comes_from_the_comm_fit(tmp_path):
+    from harness.projection import measured_link
+
+    comm_results.append(tmp_path, _comm_rows(1e-3, 1e9))
+    link = measured_link(tmp_path, "gloo")  # 2 ranks: latency alpha / 2, bandwidth beta
+    assert link.latency_us == pytest.approx(500) and link.bandwidth_GBps == pytest.approx(1.0)
+    with pytest.raises(UserError, match="no nccl allreduce"):
+        measured_link(tmp_path, "nccl")
