@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
     p.add_argument("--resume", action="store_true",
                    help="go on with this scenario's latest sweep: run only what has not completed")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write every run's files (spec, batch script, manifests, command) without launching")
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("report", help="print the results table and write the chart")
@@ -74,7 +76,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
     console = Console()
     table = Table(title="Frameworks")
-    for col in ("name", "title", "launcher", "workloads", "strategies", "storage", "installed"):
+    for col in ("name", "title", "launchers", "workloads", "strategies", "storage", "installed"):
         table.add_column(col)
     for name in frameworks.names():
         info = frameworks.get(name)
@@ -83,7 +85,7 @@ def cmd_list(args: argparse.Namespace) -> None:
         installed = "[green]yes[/green]" if not missing else f"[red]no[/red] (missing {', '.join(missing)})"
         if not missing and extra:
             installed += f" (for some workloads, missing {', '.join(extra)})"
-        table.add_row(name, info.title, info.launcher, ", ".join(w.value for w in info.workloads),
+        table.add_row(name, info.title, ", ".join(info.launchers), ", ".join(w.value for w in info.workloads),
                       ", ".join(s.value for s in info.strategies), ", ".join(s.value for s in info.storage),
                       installed)
     console.print(table)
@@ -98,7 +100,9 @@ def cmd_list(args: argparse.Namespace) -> None:
     console.print(f"Strategies: {', '.join(s.value for s in Strategy)}")
     console.print(f"Storage backends: {', '.join(s.value for s in Storage)}")
     console.print(f"Devices: {', '.join(d.value for d in Device)}")
-    console.print("Launchers: torchrun")
+    from harness import launchers
+
+    console.print(f"Launchers: {', '.join(launchers.names())} ({launchers.AUTO}: the framework's first)")
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -160,6 +164,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     from harness.runner import run_sweep
 
     scenario = _load_scenario(args.scenario)
+    if args.dry_run:
+        return _dry_run(scenario, args.results)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn()) as progress:
         rows = run_sweep(scenario, args.results, RichObserver(progress), resume=args.resume)
@@ -167,6 +173,24 @@ def cmd_run(args: argparse.Namespace) -> None:
         print(f"rosetta: nothing to run: every run of {scenario.name!r} has completed")
         return
     _report(args.results, rows[0]["sweep_id"], None)
+
+
+def _dry_run(scenario, results_dir: Path) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from harness.runner import dry_run
+
+    planned = dry_run(scenario, results_dir)
+    table = Table(title=f"{scenario.name}: {len(planned)} runs written, none launched")
+    for col in ("#", "framework", "workload", "world", "launcher", "folder", "here"):
+        table.add_column(col)
+    for i, (spec, run_dir, reason) in enumerate(planned):
+        table.add_row(str(i), spec.framework, f"{spec.workload.value}/{spec.size.value}",
+                      f"{spec.nodes}x{spec.procs_per_node}", spec.launcher, str(run_dir),
+                      "would run" if reason is None else escape(f"would skip: {reason}"))
+    Console().print(table)
 
 
 def cmd_report(args: argparse.Namespace) -> None:

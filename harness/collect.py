@@ -110,6 +110,9 @@ def signal_name(number: int) -> str:
 def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
                       run_dir: Path) -> tuple[Status, str | None]:
     """Decide the run's status; every status but ``ok`` comes with a one-line reason."""
+    if outcome.setup_failure:
+        return Status.FAILED, _clip(f"setup command exited with {outcome.returncode}: {outcome.setup_failure} "
+                                    f"(see launcher.log)")
     if outcome.timed_out:
         where = "; ".join(_timeout_state(run_dir, r, spec.measured_steps) for r in ranks if r.end is None)
         return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where or 'all ranks finished'})")
@@ -158,10 +161,14 @@ def worker_facts(ranks: list[RankRecord], framework_module: str) -> dict[str, An
     if hello:
         versions = hello.get("versions", {})
         facts.update(device=hello.get("device"), versions=json.dumps(versions, sort_keys=True),
+                     image=hello.get("image"),
                      framework_version=versions.get(framework_module), gpu_model=hello.get("gpu_model"),
                      gpu_count=hello.get("gpu_count"))
     if end:
         facts["parameters"] = end.get("parameters")
+    hosts = sorted({r.hello["host"] for r in ranks if r.hello and r.hello.get("host")})
+    if hosts:
+        facts["hosts"] = json.dumps(hosts)
     checksums = {r.end["weights_checksum"] for r in ranks if r.end}
     if ranks and all(r.end for r in ranks):
         facts["weights_consistent"] = len(checksums) == 1

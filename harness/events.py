@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 EVENTS_FORMAT = 1
+HOST_VARIABLE = "ROSETTA_HOST"  # set by launchers whose hosts share a host name (network namespaces)
+IMAGE_VARIABLE = "ROSETTA_IMAGE"  # set by the images built from docker/ (and by the kubernetes launcher)
 
 
 def events_path(out_dir: Path, rank: int) -> Path:
@@ -43,7 +46,8 @@ class EventWriter:
 
     def hello(self, world_size: int, device: str, versions: dict[str, str], **facts: Any) -> None:
         self.emit("hello", format=EVENTS_FORMAT, rank=self.rank, world_size=world_size, device=device,
-                  versions=versions, pid=os.getpid(), **facts)
+                  versions=versions, pid=os.getpid(), host=os.environ.get(HOST_VARIABLE) or socket.gethostname(),
+                  image=os.environ.get(IMAGE_VARIABLE), **facts)
 
     def close(self) -> None:
         self._fh.flush()

@@ -31,6 +31,27 @@ CHILD_FLAG = "--child"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
+# torch.distributed's variables and where other launchers keep the same facts (Open MPI, MPICH/Hydra, SLURM).
+TORCH_VARIABLES = {
+    "RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"),
+    "WORLD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"),
+    "LOCAL_RANK": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"),
+    "LOCAL_WORLD_SIZE": ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"),
+}
+
+
+def torch_variables(env: dict[str, str]) -> dict[str, str]:
+    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from whichever launcher started the rank,
+    so that one worker serves torchrun, mpirun and srun alike (torchrun's own win)."""
+    found = {}
+    for name, sources in TORCH_VARIABLES.items():
+        if name not in env:
+            value = next((env[s] for s in sources if s in env), None)
+            if value is not None:
+                found[name] = value.split("(")[0]  # SLURM_NTASKS_PER_NODE may read "2(x3)"
+    return found
+
+
 def rank_from_env(env: dict[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     for var in RANK_VARIABLES:
@@ -66,7 +87,7 @@ def supervise(module_name: str, spec_file: str) -> int:
     rank = rank_from_env()
     _redirect_output(log_path(out_dir, rank))
     child = subprocess.Popen([sys.executable, "-m", "harness.worker", CHILD_FLAG, module_name, spec_file],
-                             preexec_fn=die_with_parent)
+                             env={**os.environ, **torch_variables(dict(os.environ))}, preexec_fn=die_with_parent)
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
     returncode = child.wait()
