@@ -36,6 +36,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--max-bytes", type=_bytes, help="largest message on GPUs (default 256M)")
     p.add_argument("--max-bytes-cpu", type=_bytes, help="largest message on CPUs (default 64M)")
     p.add_argument("--step-factor", type=int, help="each size is the previous x this (default 2)")
+    p.add_argument("--launcher", help="launcher of every launch (default torchrun; mpirun for the MPI backend)")
     p.add_argument("--warmup-iters", type=int)
     p.add_argument("--iters", type=int)
     p.add_argument("--chart", type=Path, help="chart PNG (default: RESULTS/comm-<sweep>.png)")
@@ -57,7 +58,8 @@ def cmd_comm(args: argparse.Namespace) -> None:
         settings = load_settings(args.file, backends=args.backends, collectives=args.collectives,
                                  world_sizes=args.world_sizes, min_bytes=args.min_bytes, max_bytes=args.max_bytes,
                                  max_bytes_cpu=args.max_bytes_cpu, step_factor=args.step_factor,
-                                 warmup_iters=args.warmup_iters, iters=args.iters)
+                                 warmup_iters=args.warmup_iters, iters=args.iters,
+                                 launcher=args.launcher)
 
         def announce(backend, world, reason):
             note = f"[yellow]skipped[/yellow]: {reason}" if reason else "measuring"

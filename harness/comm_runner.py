@@ -22,7 +22,6 @@ from harness.runner import _new_run_dir, new_sweep_id
 
 WORKER_MODULE = "frameworks.torch_ddp.comm_worker"
 PROBE_MODULE = "frameworks.torch_ddp.comm_probe"
-LAUNCHER = "torchrun"
 
 
 def probe_backends() -> dict[str, Any]:
@@ -42,12 +41,13 @@ def backend_device(backend: Backend) -> str:
     return "cuda" if backend == Backend.NCCL else "cpu"
 
 
-def skip_reason(backend: Backend, world_size: int, requested: Device, found: dict[str, Any]) -> str | None:
-    """Why ``backend`` cannot be measured here at ``world_size``, or None."""
+def skip_reason(backend: Backend, world_size: int, requested: Device, found: dict[str, Any],
+                launcher: str = "torchrun") -> str | None:
+    """Why ``backend`` cannot be measured here at ``world_size`` started by ``launcher``, or None."""
     if backend == Backend.HOROVOD:
         if importlib.util.find_spec("horovod") is None:
             return "not installed: horovod"
-        return "horovod is installed but harness/launchers has no horovodrun launcher yet"
+        return "horovod is installed but there is no Horovod comm worker yet (frameworks/horovod)"
     if found.get("torch") is None:
         return found.get("error") or "not installed: torch (install the torch extra)"
     if backend == Backend.GLOO:
@@ -66,7 +66,7 @@ def skip_reason(backend: Backend, world_size: int, requested: Device, found: dic
         return None
     if not found.get("mpi"):
         return "torch built without MPI (torch.distributed.is_mpi_available() is False)"
-    return "torch has MPI but harness/launchers has no mpirun launcher yet"
+    return None if launcher == "mpirun" else "the MPI backend needs launcher = \"mpirun\""
 
 
 def run_comm(settings: CommSettings, results_dir: Path,
@@ -78,11 +78,12 @@ def run_comm(settings: CommSettings, results_dir: Path,
     rows: list[dict[str, Any]] = []
     for backend in settings.backends:
         for world_size in settings.world_sizes:
-            reason = skip_reason(backend, world_size, settings.device, found)
+            spec = expand(settings, backend, world_size, backend_device(backend))
+            reason = (skip_reason(backend, world_size, settings.device, found, settings.launcher)
+                      or launchers.unsupported_reason(spec.launcher, spec))  # type: ignore[arg-type]
             if on_launch:
                 on_launch(backend, world_size, reason)
             run_dir = _new_run_dir(sweep_dir)
-            spec = expand(settings, backend, world_size, backend_device(backend))
             if reason:
                 new = [_row(spec, run_dir, sweep_id, Status.SKIPPED, reason)]
             else:
@@ -104,8 +105,10 @@ def run_launch(spec: CommSpec, run_dir: Path, sweep_id: str) -> list[dict[str, A
     spec_file = run_dir / "spec.json"
     write_comm_spec_file(spec_file, spec, run_dir)
     request = LaunchRequest(spec=spec, worker_module=WORKER_MODULE, spec_file=spec_file,  # type: ignore[arg-type]
-                            python=sys.executable, cpu_count=os.cpu_count() or 1)
-    command = launchers.get(LAUNCHER)(request)
+                            python=sys.executable, cpu_count=os.cpu_count() or 1, repo_root=provenance.REPO_ROOT)
+    command = launchers.get(spec.launcher)(request)
+    for name, text in command.files.items():
+        (run_dir / name).write_text(text)
     (run_dir / "command.json").write_text(json.dumps({"argv": [redact.scrub(a) for a in command.argv],
                                                       "env": redact.scrub_env(command.env)}, indent=2))
     outcome = execute.run(command, cwd=provenance.REPO_ROOT, log_path=run_dir / "launcher.log",
@@ -113,6 +116,9 @@ def run_launch(spec: CommSpec, run_dir: Path, sweep_id: str) -> list[dict[str, A
     ranks = [read_rank(run_dir, r) for r in range(spec.world_size)]
     facts = _facts(ranks)
     redact.scrub_folder(run_dir)
+    if outcome.setup_failure:
+        return [_row(spec, run_dir, sweep_id, Status.FAILED, f"setup command failed: {outcome.setup_failure}",
+                     launch_s=outcome.seconds, **facts)]
     if outcome.timed_out:
         return [_row(spec, run_dir, sweep_id, Status.TIMEOUT, f"no exit within {spec.timeout_s:g} s",
                      launch_s=outcome.seconds, **facts)]
@@ -166,7 +172,7 @@ def _row(spec: CommSpec, run_dir: Path, sweep_id: str, status: Status, reason: s
          **fields: Any) -> dict[str, Any]:
     return {"schema_version": comm_results.COMM_SCHEMA_VERSION, "sweep_id": sweep_id,
             "run_id": f"comm-{sweep_id}/{run_dir.name}", "backend": spec.backend.value, "device": spec.device,
-            "launcher": LAUNCHER, "nodes": spec.nodes, "procs_per_node": spec.procs_per_node,
+            "launcher": spec.launcher, "nodes": spec.nodes, "procs_per_node": spec.procs_per_node,
             "world_size": spec.world_size, "dtype": "float32", "warmup_iters": spec.warmup_iters,
             "status": status.value, "reason": reason, "timestamp": provenance.utc_now(), "run_dir": str(run_dir),
             **{k: v for k, v in provenance.machine().items()}, **fields}

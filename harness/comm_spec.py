@@ -39,6 +39,7 @@ class CommSettings:
     min_iters: int = field(default=5, metadata={"min": 1})
     device: Device = Device.AUTO
     timeout_s: float = field(default=600.0, metadata={"min": 1})
+    launcher: str = "torchrun"  # a name in harness.launchers.REGISTRY, with its default options
 
 
 def load_settings(path: Path | None, **overrides: Any) -> CommSettings:
@@ -50,12 +51,15 @@ def load_settings(path: Path | None, **overrides: Any) -> CommSettings:
         config.check_keys(doc, ["comm"], where)
         table = config.expect_table(doc.get("comm", {}), where, "comm")
         where = where.sub("comm")
-    settings = config.build(CommSettings, table, where)
+    from harness import launchers
+
+    choices = {"launcher": {"choices": launchers.names()}}
+    settings = config.build(CommSettings, table, where, **choices)
     given = {k: v for k, v in overrides.items() if v is not None}
     if given:
         flags = config.Where("command line")
         converted = {k: config.convert(v, config.field_type(CommSettings, k), flags, f"--{k.replace('_', '-')}",
-                                       _meta(k)) for k, v in given.items()}
+                                       {**_meta(k), **choices.get(k, {})}) for k, v in given.items()}
         settings = dataclasses.replace(settings, **converted)
     if settings.min_bytes > min(settings.max_bytes, settings.max_bytes_cpu):
         raise where.error("min_bytes", f"must be <= max_bytes and max_bytes_cpu, got {settings.min_bytes}")
@@ -98,6 +102,16 @@ class CommSpec:
     iters: tuple[int, ...]  # timed iterations per size
     warmup_iters: int
     timeout_s: float
+    launcher: str = "torchrun"
+    launcher_options: Mapping[str, Any] = field(default_factory=dict)  # the launcher's Options, as data
+    network: str = "unlimited"  # no cap (harness.network); the launchers read it
+
+    def config_id(self) -> str:
+        """A stable short id of the launch (multi-node launchers use it as a rendezvous id)."""
+        import hashlib
+        import json
+
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:12]
 
     @property
     def world_size(self) -> int:
@@ -108,6 +122,7 @@ class CommSpec:
         doc["backend"] = self.backend.value
         doc["collectives"] = [c.value for c in self.collectives]
         doc["sizes"], doc["iters"] = list(self.sizes), list(self.iters)
+        doc["launcher_options"] = dict(self.launcher_options)
         return doc
 
     @classmethod
@@ -115,7 +130,9 @@ class CommSpec:
         return cls(backend=Backend(doc["backend"]), device=doc["device"], nodes=doc["nodes"],
                    procs_per_node=doc["procs_per_node"],
                    collectives=tuple(Collective(c) for c in doc["collectives"]), sizes=tuple(doc["sizes"]),
-                   iters=tuple(doc["iters"]), warmup_iters=doc["warmup_iters"], timeout_s=doc["timeout_s"])
+                   iters=tuple(doc["iters"]), warmup_iters=doc["warmup_iters"], timeout_s=doc["timeout_s"],
+                   launcher=doc.get("launcher", "torchrun"), launcher_options=doc.get("launcher_options", {}),
+                   network=doc.get("network", "unlimited"))
 
 
 def expand(settings: CommSettings, backend: Backend, world_size: int, device: str) -> CommSpec:
@@ -127,7 +144,7 @@ def expand(settings: CommSettings, backend: Backend, world_size: int, device: st
     iters = tuple(iterations(s, settings.iters, settings.min_iters, settings.bytes_per_size) for s in sizes)
     return CommSpec(backend=backend, device=device, nodes=1, procs_per_node=world_size,
                     collectives=settings.collectives, sizes=tuple(sizes), iters=iters,
-                    warmup_iters=settings.warmup_iters, timeout_s=settings.timeout_s)
+                    warmup_iters=settings.warmup_iters, timeout_s=settings.timeout_s, launcher=settings.launcher)
 
 
 def write_comm_spec_file(path: Path, spec: CommSpec, out_dir: Path) -> None:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness import report
 from harness.axes import CommAlgorithm
-from harness.scaling_model import (GRADIENT_BYTES_PER_PARAMETER, AlphaBeta, Network, fit_alpha_beta,
+from harness.scaling_model import (GRADIENT_BYTES_PER_PARAMETER, AlphaBeta, Link, Network, fit_alpha_beta,
                                    link_from_allreduce, predict)
 from harness.workloads import BERT_BASE_PRETRAINING_PARAMS, RESNET50_PARAMS
 
@@ -58,47 +58,66 @@ def gradient_bytes(rows: pd.DataFrame, workload: str, size: str) -> float | None
     return None if count is None else float(count * GRADIENT_BYTES_PER_PARAMETER)
 
 
+# What must match between a multi-worker configuration and the single-worker run it is predicted from
+# (launcher and network may differ: one worker has no network to cap).
+BASE_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "strategy", "storage", "batch_per_worker",
+             "device", "sample_unit"]
+
+
+def capped_link(link: Link, network_value: str | None) -> Link:
+    """``link`` with its bandwidth held to a ``network`` cap (harness.network: e.g. '1gbit'), if any."""
+    from harness import network
+
+    if not network_value or network_value == network.UNLIMITED:
+        return link
+    cap = network.bits_per_s(network_value) / 8
+    return Link(link.latency_s, min(link.bandwidth_Bps, cap))
+
+
 def check(results: pd.DataFrame, comm: pd.DataFrame,
           algorithms: tuple[CommAlgorithm, ...] = (CommAlgorithm.RING,)) -> pd.DataFrame:
-    """Per measured multi-worker configuration with a single-worker run in the same sweep and series:
-    the predicted and measured throughput and efficiency, and the prediction error."""
+    """Per measured multi-worker configuration with a single-worker run in the same sweep (same model,
+    batch and device): the predicted and measured throughput and efficiency, and the prediction error.
+    A run with a ``network`` cap is predicted with the fitted link's bandwidth held to the cap."""
     fits = allreduce_fits(comm)
     summary = report.summarize(results)
     out: list[dict[str, Any]] = []
     if summary.empty:
         return pd.DataFrame(out)
     measured = summary[summary["throughput_median"].notna()]
-    for _, series in measured.groupby(report.SERIES_KEYS, dropna=False):
-        single = series[series["world_size"] == 1]
+    for _, group in measured.groupby(BASE_KEYS, dropna=False):
+        single = group[group["world_size"] == 1]
         if single.empty:
             continue
         base = single.iloc[0]
         step_1 = base["batch_per_worker"] / base["throughput_median"]
-        keys = {k: base[k] for k in report.SERIES_KEYS}
+        keys = {k: base[k] for k in BASE_KEYS}
         mask = (results["sweep_id"] == base["sweep_id"]) & (results["workload"] == base["workload"]) & \
                (results["size"] == base["size"])
         grad = gradient_bytes(results[mask], str(base["workload"]), str(base["size"]))
         backend = backend_of(str(base["device"]))
-        for _, row in series[series["world_size"] > 1].iterrows():
+        for _, row in group[group["world_size"] > 1].iterrows():
             world = int(row["world_size"])
+            net_value = row["network"] if "network" in row and not pd.isna(row["network"]) else None
             fit, fit_world = _nearest_fit(fits, backend, world)
+            measured_tp = row["throughput_median"]
             for algorithm in algorithms:
-                entry = {**keys, "world_size": world, "backend": backend, "algorithm": algorithm.value,
-                         "step_time_1_s": step_1, "gradient_bytes": grad,
-                         "measured_throughput": row["throughput_median"], "measured_efficiency": row["efficiency"],
+                entry = {**keys, "world_size": world, "nodes": int(row["nodes"]), "network": net_value,
+                         "backend": backend, "algorithm": algorithm.value, "step_time_1_s": step_1,
+                         "gradient_bytes": grad, "measured_throughput": measured_tp,
+                         "measured_efficiency": measured_tp / (world * base["throughput_median"]),
                          # per-worker step time implied by the measured throughput: T_N = N x batch / throughput
-                         "measured_step_s": world * row["batch_per_worker"] / row["throughput_median"]}
+                         "measured_step_s": world * row["batch_per_worker"] / measured_tp}
                 if fit is None or grad is None:
                     entry["note"] = (f"no {backend} allreduce measurement: run `rosetta comm`" if fit is None
                                      else "parameter count unknown")
                     out.append(entry)
                     continue
-                net = Network.single(link_from_allreduce(fit, fit_world))
+                net = Network.single(capped_link(link_from_allreduce(fit, fit_world), net_value))
                 p = predict(step_1, int(row["batch_per_worker"]), grad, world, algorithm, net)
                 entry.update(fit_world_size=fit_world, alpha_s=fit.alpha_s, beta_GBps=fit.beta_Bps / 1e9,
                              comm_time_s=p.comm_time_s, predicted_throughput=p.throughput,
-                             predicted_efficiency=p.efficiency,
-                             error=p.throughput / row["throughput_median"] - 1)
+                             predicted_efficiency=p.efficiency, error=p.throughput / measured_tp - 1)
                 out.append(entry)
     return pd.DataFrame(out)
 
@@ -112,13 +131,13 @@ def print_check(table: pd.DataFrame, console) -> None:
         return
     out = Table(title="Scaling model vs measurement on this machine (ring allreduce, alpha-beta fit of "
                       "`rosetta comm`, T_N = T_1 + t_allreduce(gradients), no overlap)")
-    for col in ("workload", "batch/worker", "device", "world", "backend", "T_1 ms", "gradient MB",
+    for col in ("workload", "batch/worker", "device", "world", "network", "backend", "T_1 ms", "gradient MB",
                 "allreduce ms", "T_N ms pred.", "T_N ms meas.", "predicted/s", "measured/s", "pred. eff.", "meas. eff.", "error"):
         out.add_column(col, justify="right")
     for _, r in table.iterrows():
         has = "error" in r and not pd.isna(r.get("error"))
         out.add_row(f"{r['workload']}/{r['size']}", str(r["batch_per_worker"]), str(r["device"]),
-                    str(r["world_size"]), r["backend"], f"{r['step_time_1_s'] * 1e3:.1f}",
+                    f"{r['nodes']}x{r['world_size'] // r['nodes']}", str(r.get("network") or "-"), r["backend"], f"{r['step_time_1_s'] * 1e3:.1f}",
                     "-" if r["gradient_bytes"] is None else f"{r['gradient_bytes'] / 1e6:.1f}",
                     f"{r['comm_time_s'] * 1e3:.1f}" if has else "-",
                     f"{(r['step_time_1_s'] + r['comm_time_s']) * 1e3:.1f}" if has else "-",

@@ -63,6 +63,9 @@ def test_skip_reasons_name_what_is_missing():
     assert skip_reason(Backend.GLOO, 2, Device.AUTO, no_gpu) is None
     assert "no CUDA" in skip_reason(Backend.NCCL, 2, Device.AUTO, no_gpu)
     assert "without MPI" in skip_reason(Backend.MPI, 2, Device.AUTO, no_gpu)
+    with_mpi = {**no_gpu, "mpi": True}
+    assert "launcher = \"mpirun\"" in skip_reason(Backend.MPI, 2, Device.AUTO, with_mpi)
+    assert skip_reason(Backend.MPI, 2, Device.AUTO, with_mpi, launcher="mpirun") is None
     gpus = {**no_gpu, "cuda": True, "gpu_count": 1}
     assert skip_reason(Backend.NCCL, 2, Device.AUTO, gpus) == "needs 2 GPUs, 1 here"
     assert "torch" in skip_reason(Backend.GLOO, 2, Device.AUTO, {"torch": None})

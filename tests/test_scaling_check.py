@@ -82,3 +82,17 @@ def test_measured_link_comes_from_the_comm_fit(tmp_path):
     assert link.latency_us == pytest.approx(500) and link.bandwidth_GBps == pytest.approx(1.0)
     with pytest.raises(UserError, match="no nccl allreduce"):
         measured_link(tmp_path, "nccl")
+
+
+def test_a_network_cap_holds_the_predicted_link_to_it():
+    # 2 nodes x 1 worker capped at 800 Mbit/s = 1e8 B/s; the fit's link (2 ranks): 0.5 ms, 1e9 B/s.
+    # allreduce over 2: 2 x 0.5 ms + 1 x 1e8 B / 1e8 B/s = 1.001 s; T2 = 1.101 s; 16 images per step.
+    single = _training_row(1, 80.0, 0)
+    capped = {**_training_row(2, 10.0, 1), "nodes": 2, "procs_per_node": 1, "network": "800mbit",
+              "launcher": "torchrun"}
+    out = check(results.to_frame([single, capped]), comm_results.to_frame(_comm_rows(1e-3, 1e9)))
+    row = out.iloc[0]
+    assert row["network"] == "800mbit" and row["nodes"] == 2
+    assert row["comm_time_s"] == pytest.approx(1.001)
+    assert row["predicted_throughput"] == pytest.approx(16 / 1.101)
+    assert row["measured_efficiency"] == pytest.approx(10 / 160)
