@@ -66,5 +66,5 @@ class CommAlgorithm(str, Enum):
 
     RING = "ring"  # ring allreduce over every worker
     HIERARCHICAL = "hierarchical"  # ring within each node, ring across nodes, ring within each node
-    ONEBIT = "onebit"  # 1-bit SGD: signs (1/32 of the bytes) plus per-bucket scales, ring exchange
-    LOCAL_SGD = "local_sgd"  # full allreduce every tau steps (model averaging)
+    ONEBIT = "onebit"  # 1-bit SGD: signs (1/32 of the bytes) plus per-bucket scales, exchanged hierarchically
+    LOCAL_SGD = "local_sgd"  # full (hierarchical) allreduce every tau steps (model averaging)
