@@ -122,6 +122,9 @@ def check(results: pd.DataFrame, comm: pd.DataFrame,
     return pd.DataFrame(out)
 
 
+SUPERLINEAR = 1.05  # measured efficiency above this is not communication's doing
+
+
 def print_check(table: pd.DataFrame, console) -> None:
     """The check as a rich table, with the mean absolute error."""
     from rich.table import Table
@@ -137,7 +140,8 @@ def print_check(table: pd.DataFrame, console) -> None:
     for _, r in table.iterrows():
         has = "error" in r and not pd.isna(r.get("error"))
         out.add_row(f"{r['workload']}/{r['size']}", str(r["batch_per_worker"]), str(r["device"]),
-                    f"{r['nodes']}x{r['world_size'] // r['nodes']}", str(r.get("network") or "-"), r["backend"], f"{r['step_time_1_s'] * 1e3:.1f}",
+                    f"{r['nodes']}x{r['world_size'] // r['nodes']}",
+                    "-" if pd.isna(r.get("network")) else str(r["network"]), r["backend"], f"{r['step_time_1_s'] * 1e3:.1f}",
                     "-" if r["gradient_bytes"] is None else f"{r['gradient_bytes'] / 1e6:.1f}",
                     f"{r['comm_time_s'] * 1e3:.1f}" if has else "-",
                     f"{(r['step_time_1_s'] + r['comm_time_s']) * 1e3:.1f}" if has else "-",
@@ -157,3 +161,10 @@ def print_check(table: pd.DataFrame, console) -> None:
                       f"{int(table['error'].notna().sum())} configurations. T_N meas. - T_1 is what N workers "
                       "really added per step; beside the predicted allreduce time it tells the network's share "
                       "from the rest (on a CPU machine: N processes also split the cores one process had).")
+    superlinear = table[table["measured_efficiency"] > SUPERLINEAR]
+    if len(superlinear):
+        console.print(f"[yellow]{len(superlinear)} configurations measured above {SUPERLINEAR:.0%} efficiency[/yellow]: "
+                      "each of N workers stepped faster than the single worker did, which no communication model "
+                      "explains. The baseline is suspect: on a shared CPU machine the single process gets every core "
+                      "as threads (threads per rank = cores / processes), and threads that wait on each other lose "
+                      "most when other work takes the cores; measure when the machine is quiet.")
