@@ -96,3 +96,14 @@ def test_a_network_cap_holds_the_predicted_link_to_it():
     assert row["comm_time_s"] == pytest.approx(1.001)
     assert row["predicted_throughput"] == pytest.approx(16 / 1.101)
     assert row["measured_efficiency"] == pytest.approx(10 / 160)
+
+
+def test_report_shows_the_prediction_error_once_comm_has_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # rich wraps at the terminal's width
+    results.append(tmp_path, [_training_row(1, 80.0, 0), _training_row(2, 100.0, 1)])
+    assert cli.main(["report", "--results", str(tmp_path), "--sweep", "all"]) == 0
+    assert "Scaling model" not in capsys.readouterr().out  # no comm table: nothing to check against
+    comm_results.append(tmp_path, _comm_rows(1e-3, 1e9))
+    assert cli.main(["report", "--results", str(tmp_path), "--sweep", "all"]) == 0
+    out = capsys.readouterr().out
+    assert "Scaling model vs measurement" in out and "-20%" in out and "mean absolute prediction error: 20%" in out
