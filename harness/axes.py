@@ -25,6 +25,29 @@ class Storage(str, Enum):
     SYNTHETIC = "synthetic"
 
 
+class Precision(str, Enum):
+    """Arithmetic of the training step; each framework maps it to its own mechanism."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"  # fp32 storage, TensorFloat-32 matmuls and convolutions (NVIDIA Ampere and later)
+    AMP_FP16 = "amp_fp16"  # automatic mixed precision in float16, with loss scaling (GPU)
+    AMP_BF16 = "amp_bf16"  # automatic mixed precision in bfloat16 (CPU and GPU)
+
+    @property
+    def needs_cuda(self) -> bool:
+        return self in (Precision.TF32, Precision.AMP_FP16)
+
+
+class MemoryFormat(str, Enum):
+    CONTIGUOUS = "contiguous"
+    CHANNELS_LAST = "channels_last"  # NHWC for convolutional models
+
+
+class Compile(str, Enum):
+    OFF = "off"
+    ON = "on"  # torch.compile / XLA jit; compilation timed apart from the measured window
+
+
 class Device(str, Enum):
     AUTO = "auto"
     CPU = "cpu"

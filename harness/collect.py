@@ -9,7 +9,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from harness import metrics
+from harness import metrics, telemetry
 from harness.axes import Status
 from harness.events import RankRecord
 from harness.execute import Outcome
@@ -115,8 +115,13 @@ def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
                                     f"(see launcher.log)")
     if outcome.timed_out:
         where = "; ".join(_timeout_state(run_dir, r, spec.measured_steps) for r in ranks if r.end is None)
-        return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where or 'all ranks finished'})")
+        where = where or "every rank had reported its end, the launch had not exited"
+        return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where})")
     if outcome.returncode != 0:
+        if not any(rank.hello for rank in ranks):  # no worker got going: the launcher says why
+            tail = " / ".join(last_lines(run_dir / "launcher.log", 3)) or "no output"
+            return Status.FAILED, _clip(f"{_launcher_exit(outcome.returncode)} before any rank started; "
+                                        f"launcher.log: {tail}")
         return Status.FAILED, _clip(f"{_launcher_exit(outcome.returncode)}; {failure_story(run_dir, ranks)}")
     if any(rank.end is None for rank in ranks):
         return Status.FAILED, _clip(f"launcher exit code 0 but not every rank finished; "
@@ -135,13 +140,15 @@ def _clip(text: str) -> str:
     return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 3] + "..."
 
 
-def measurement_fields(ranks: list[RankRecord]) -> dict[str, Any]:
+def measurement_fields(ranks: list[RankRecord], run_dir: Path) -> dict[str, Any]:
     """Throughput and step-time fields of a run whose every rank reported a window."""
     per_step = metrics.step_times([r.step_seconds for r in ranks])
     samples = [r.window["samples"] for r in ranks]
     windows = [r.window["seconds"] for r in ranks]
     losses = ranks[0].losses
     return {
+        **telemetry.summarize((telemetry.read(run_dir, r.rank), r.window.get("start_time", math.inf),
+                               r.window.get("end_time", -math.inf)) for r in ranks),
         "throughput": metrics.run_throughput(samples, windows),
         "samples_measured": sum(samples),
         "window_s": max(windows),
@@ -166,6 +173,9 @@ def worker_facts(ranks: list[RankRecord], framework_module: str) -> dict[str, An
                      gpu_count=hello.get("gpu_count"))
     if end:
         facts["parameters"] = end.get("parameters")
+    compile_times = [r.compile_s for r in ranks if r.compile_s is not None]
+    if compile_times:
+        facts["compile_s"] = max(compile_times)  # the ranks wait for the slowest
     hosts = sorted({r.hello["host"] for r in ranks if r.hello and r.hello.get("host")})
     if hosts:
         facts["hosts"] = json.dumps(hosts)

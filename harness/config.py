@@ -74,7 +74,7 @@ def convert(value: Any, tp: Any, where: Where, key: str, meta: Mapping[str, Any]
     origin = typing.get_origin(tp)
     if origin is tuple:
         (item_tp, _) = typing.get_args(tp)
-        items = value if isinstance(value, list) else [value]
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
         if not items and not meta.get("allow_empty"):
             raise where.error(key, "must not be empty")
         converted = tuple(convert(item, item_tp, where, key, meta) for item in items)

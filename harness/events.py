@@ -7,11 +7,12 @@ the harness can show progress while the run goes on. Times are in seconds.
 Records (``event`` field):
   ``hello``   format, rank, world_size, device, versions, host facts of the rank
   ``step``    phase ("warmup" | "measure"), index, seconds, samples
-  ``window``  seconds (the rank's measured wall time), samples, steps, start_time (Unix
-              seconds when the window began)
+  ``window``  seconds (the rank's measured wall time), samples, steps, start_time and
+              end_time (Unix seconds, to place telemetry samples)
   ``losses``  values: the loss of every measured step (read after the window)
   ``end``     weights_checksum, extra facts (e.g. parameter count)
   ``error``   time (Unix seconds), message (an exception in the worker)
+  ``compile`` seconds: the first step, which compiled the model, before warm-up
   ``exit``    time, code (exit status) or signal (its name): written by the
               rank's supervisor (harness.worker) after the worker process ended
 """
@@ -70,6 +71,7 @@ class RankRecord:
     errors: list[str] = field(default_factory=list)
     error_time: float | None = None  # Unix seconds of the first error record
     exit: dict[str, Any] | None = None
+    compile_s: float | None = None
 
     @property
     def failure_time(self) -> float:
@@ -109,6 +111,8 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
                 record.error_time = ev.get("time")
         elif kind == "exit":
             record.exit = ev
+        elif kind == "compile":
+            record.compile_s = ev["seconds"]
     return record
 
 

@@ -32,7 +32,7 @@ PEER_GRACE_S = 15.0
 
 def run(command: LaunchCommand, *, cwd: Path, log_path: Path, timeout_s: float,
         on_tick: Callable[[], None] | None = None, tick_s: float = 0.5) -> Outcome:
-    """Run ``command``'s setup, then its processes in a new session, output appended to ``log_path``.
+    """Run ``command``'s setup, then its processes in a new process group, output appended to ``log_path``.
 
     The exit status is the first non-zero one of ``argv`` and ``also`` (in that order).
     On timeout, or if the caller is interrupted (KeyboardInterrupt re-raised), the
@@ -51,7 +51,9 @@ def run(command: LaunchCommand, *, cwd: Path, log_path: Path, timeout_s: float,
                 return Outcome(code, False, time.monotonic() - start, setup_failure=" ".join(argv))
         popen = dict(cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                      preexec_fn=die_with_parent)
-        proc = subprocess.Popen(list(command.argv), start_new_session=True, **popen)
+        # A process group of its own (not the terminal's: Ctrl-C reaches the harness alone), joined by
+        # the further hosts' processes, so that one killpg stops the whole launch.
+        proc = subprocess.Popen(list(command.argv), process_group=0, **popen)
         procs = [proc] + [subprocess.Popen(list(argv), process_group=proc.pid, **popen) for argv in command.also]
         try:
             failed_at = None

@@ -11,7 +11,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from harness.axes import Device, Storage, Strategy, Workload
+from harness.axes import Compile, Device, MemoryFormat, Precision, Storage, Strategy, Workload
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class FrameworkInfo:
     storage: tuple[Storage, ...]
     devices: tuple[Device, ...]
     workload_requires: Mapping[Workload, tuple[str, ...]] = field(default_factory=dict)
+    precisions: tuple[Precision, ...] = (Precision.FP32,)
+    memory_formats: Mapping[Workload, tuple[MemoryFormat, ...]] = field(default_factory=dict)  # default: contiguous
+    compiles: tuple[Compile, ...] = (Compile.OFF,)
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
         """Required modules that cannot be found in this environment (no import is done)."""
@@ -50,4 +53,22 @@ class FrameworkInfo:
             return f"{self.name} does not implement strategy {strategy.value}"
         if storage not in self.storage:
             return f"{self.name} cannot read from storage {storage.value}"
+        return None
+
+    def unsupported_numerics(self, workload: Workload, precision: Precision, memory_format: MemoryFormat,
+                             compile_: Compile, device: Device) -> str | None:
+        """Why this framework cannot train with these numerics on ``device``, or None.
+
+        ``device`` auto is taken as "may have a GPU": a GPU-only precision on a machine without
+        one then fails in the worker with its reason.
+        """
+        if precision not in self.precisions:
+            return f"{self.name} has no {precision.value} precision"
+        if precision.needs_cuda and device == Device.CPU:
+            return f"precision {precision.value} needs a CUDA GPU (device is cpu)"
+        formats = self.memory_formats.get(workload, (MemoryFormat.CONTIGUOUS,))
+        if memory_format not in formats:
+            return f"{self.name} {workload.value} has no {memory_format.value} memory format"
+        if compile_ not in self.compiles:
+            return f"{self.name} cannot compile the model (compile = {compile_.value})"
         return None

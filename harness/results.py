@@ -41,6 +41,9 @@ COLUMNS: dict[str, str] = {
     "storage": "string",
     "launcher": "string",
     "network": "string",  # link cap between hosts: unlimited | e.g. 1gbit
+    "precision": "string",  # fp32 | tf32 | amp_fp16 | amp_bf16
+    "memory_format": "string",  # contiguous | channels_last
+    "compile": "string",  # off | on
     "hosts": "string",  # JSON list: the hosts the ranks ran on, as they reported
     "image": "string",  # the container image the ranks ran in (ROSETTA_IMAGE), if any
     "device_requested": "string",
@@ -57,11 +60,19 @@ COLUMNS: dict[str, str] = {
     "step_time_p50_s": "Float64",
     "step_time_p90_s": "Float64",
     "step_times_s": "string",  # JSON list: per measured step, the slowest rank's time (s)
+    "cpu_util_pct": "Float64",  # mean CPU use of a rank's process tree in the window (% of one core)
+    "rss_max_mb": "Float64",  # largest resident memory of a rank's process tree (MiB)
+    "gpu_util_pct": "Float64",  # mean GPU utilization (%), empty without a GPU
+    "gpu_mem_max_mb": "Float64",  # largest GPU memory used (MiB)
+    "gpu_power_w": "Float64",  # mean GPU power draw (W)
+    "gpu_sm_clock_mhz": "Float64",  # mean SM clock (MHz)
+    "telemetry_samples": "Int64",  # samples in the window, all ranks together
     "first_loss": "Float64",
     "last_loss": "Float64",
     "weights_consistent": "boolean",
     "weights_checksum": "string",
     "parameters": "Int64",
+    "compile_s": "Float64",  # first step with compilation (compile = on), outside the window (s)
     "launch_s": "Float64",  # wall time of the whole launch, start-up included (s)
     "framework_version": "string",
     "versions": "string",  # JSON object: library -> version, as the workers reported

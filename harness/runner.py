@@ -105,6 +105,8 @@ def skip_reason(spec: RunSpec) -> str | None:
     info = frameworks.get(spec.framework)
     missing = info.missing_modules(spec.workload)
     return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.launcher)
+            or info.unsupported_numerics(spec.workload, spec.precision, spec.memory_format, spec.compile,
+                                         spec.device)
             or launchers.unsupported_reason(spec.launcher, spec)
             or (f"not installed: {', '.join(missing)} (install the {spec.framework} extra)" if missing else None))
 
@@ -146,7 +148,7 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
     status, reason = collect.status_and_reason(spec, outcome, ranks, run_dir)
     fields = collect.worker_facts(ranks, frameworks.get(spec.framework).requires[0])
     if status == Status.OK:
-        fields.update(collect.measurement_fields(ranks))
+        fields.update(collect.measurement_fields(ranks, run_dir))
     return _row(spec, run_dir, sweep_id, status, reason, launch_s=outcome.seconds, **fields)
 
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import frameworks
 from harness import config, launchers, network
-from harness.axes import Device, Size, Storage, Strategy, Workload
+from harness.axes import Compile, Device, MemoryFormat, Precision, Size, Storage, Strategy, Workload
 from harness.config import Where
 from harness.errors import UserError
 from harness.workloads import WORKLOADS
@@ -55,6 +55,9 @@ class Matrix:
     storage: tuple[Storage, ...] = (Storage.SYNTHETIC,)
     launcher: tuple[str, ...] = (launchers.AUTO,)  # "auto": the framework's default
     network: tuple[str, ...] = (network.UNLIMITED,)  # link cap between hosts, e.g. "1gbit"
+    precision: tuple[Precision, ...] = (Precision.FP32,)
+    memory_format: tuple[MemoryFormat, ...] = (MemoryFormat.CONTIGUOUS,)
+    compile: tuple[Compile, ...] = (Compile.OFF,)
 
 
 AXES = [f.name for f in dataclasses.fields(Matrix)]

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.axes import Device, Size, Storage, Strategy, Workload
+from harness.axes import Compile, Device, MemoryFormat, Precision, Size, Storage, Strategy, Workload
 
 SPEC_FORMAT = 1
 
 # The dimensions that identify a configuration (repeats of it share them).
 CONFIG_COLUMNS = ("scenario", "framework", "workload", "size", "nodes", "procs_per_node",
                   "world_size", "batch_per_worker", "global_batch", "strategy", "storage",
-                  "launcher", "network", "device_requested", "warmup_steps", "measured_steps")
+                  "launcher", "network", "precision", "memory_format", "compile", "device_requested", "warmup_steps", "measured_steps")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,9 @@ class RunSpec:
     launcher: str = "torchrun"  # resolved (never "auto")
     launcher_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the launcher's Options, as data
     network: str = "unlimited"  # link bandwidth cap between hosts (harness.network)
+    precision: Precision = Precision.FP32
+    memory_format: MemoryFormat = MemoryFormat.CONTIGUOUS
+    compile: Compile = Compile.OFF
 
     @property
     def world_size(self) -> int:
@@ -59,6 +62,8 @@ class RunSpec:
             "world_size": self.world_size, "batch_per_worker": self.batch_per_worker,
             "global_batch": self.global_batch, "strategy": self.strategy.value,
             "storage": self.storage.value, "launcher": self.launcher, "network": self.network,
+            "precision": self.precision.value, "memory_format": self.memory_format.value,
+            "compile": self.compile.value,
             "device_requested": self.device.value,
             "warmup_steps": self.warmup_steps, "measured_steps": self.measured_steps,
         }
@@ -76,7 +81,7 @@ class RunSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RunSpec":
         enums = {"workload": Workload, "size": Size, "strategy": Strategy, "storage": Storage,
-                 "device": Device}
+                 "device": Device, "precision": Precision, "memory_format": MemoryFormat, "compile": Compile}
         return cls(**{k: (enums[k](v) if k in enums else v) for k, v in data.items()})
 
 

@@ -13,6 +13,7 @@ child; the supervisor dies with its parent and the child with the supervisor.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import signal
 import subprocess
@@ -90,11 +91,24 @@ def supervise(module_name: str, spec_file: str) -> int:
                              env={**os.environ, **torch_variables(dict(os.environ))}, preexec_fn=die_with_parent)
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
-    returncode = child.wait()
+    returncode = _wait_sampling(child, out_dir, rank)
     events = EventWriter(out_dir, rank)
     events.emit("exit", time=time.time(), **exit_fields(returncode))
     events.close()
     return returncode if returncode >= 0 else 128 - returncode
+
+
+def _wait_sampling(child: subprocess.Popen, out_dir: Path, rank: int) -> int:
+    """Wait for the worker, sampling its telemetry meanwhile; returns its return code."""
+    from harness import telemetry
+
+    sampler = telemetry.Sampler(child.pid, int(os.environ.get("LOCAL_RANK", "0")))
+    with open(telemetry.telemetry_path(out_dir, rank), "a", buffering=1) as out:
+        while True:
+            try:
+                return child.wait(timeout=telemetry.SAMPLE_S)
+            except subprocess.TimeoutExpired:
+                out.write(json.dumps(sampler.sample()) + "\n")
 
 
 def run_child(module_name: str, spec_file: str) -> None:

@@ -30,9 +30,55 @@ def test_threads_never_below_one():
     assert get("torchrun")(request).env["OMP_NUM_THREADS"] == "1"
 
 
-def test_multi_node_is_unsupported_by_local_torchrun():
-    assert "2 nodes" in unsupported_reason("torchrun", spec(nodes=2))
+def test_multi_node_needs_hosts():
+    assert unsupported_reason("torchrun", spec(nodes=2)) == "2 nodes: set [launcher_options.torchrun] hosts"
+    assert unsupported_reason("torchrun", spec(nodes=2, launcher_options={"hosts": ("a",)})) == (
+        "2 nodes but [launcher_options.torchrun] hosts names 1")
     assert unsupported_reason("torchrun", spec()) is None
+
+
+NETNS = {"hosts": ("rosetta-h0", "rosetta-h1"), "addresses": ("10.0.0.1", "10.0.0.2"), "remote": "netns"}
+
+
+def _request(**kw):
+    return LaunchRequest(spec(**kw), "mod", Path("/res/runs/S/0003/spec.json"), "/py", cpu_count=8,
+                         repo_root=Path("/repo"))
+
+
+def test_torchrun_across_hosts_one_command_per_host_with_explicit_rendezvous():
+    command = get("torchrun")(_request(nodes=2, procs_per_node=1, launcher_options=NETNS, network="1gbit"))
+    first, (second,) = command.argv, command.also
+    assert first[:4] == ("ip", "netns", "exec", "rosetta-h0") and second[:4] == ("ip", "netns", "exec", "rosetta-h1")
+    assert first[4:7] == ("env", "-C", "/repo") and "ROSETTA_HOST=rosetta-h1" in second
+    assert "OMP_NUM_THREADS=4" in first  # two namespace hosts share this machine's 8 cores
+    for node, argv in enumerate((first, second)):
+        tail = argv[argv.index("/py"):]
+        assert tail[:6] == ("/py", "-m", "torch.distributed.run", "--nnodes", "2", "--rdzv-backend")
+        assert argv[argv.index("--rdzv-endpoint") + 1] == "10.0.0.1:29400"
+        assert argv[argv.index("--rdzv-conf") + 1] == f"is_host={'true' if node == 0 else 'false'}"
+        assert argv[argv.index("--local-addr") + 1] == ("10.0.0.1", "10.0.0.2")[node]
+        assert argv[-3:] == ("harness.worker", "mod", "/res/runs/S/0003/spec.json")
+    assert command.setup == tuple(
+        ("ip", "netns", "exec", host, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", "1gbit",
+         "burst", "500000", "latency", "50ms") for host in ("rosetta-h0", "rosetta-h1"))
+
+
+def test_mpirun_one_node_and_across_namespace_hosts():
+    local = get("mpirun")(_request(launcher="mpirun"))
+    assert local.argv[:6] == ("mpirun", "-np", "2", "--bind-to", "none", "--tag-output")
+    assert local.env["MASTER_ADDR"] == "127.0.0.1" and ("-x", "MASTER_PORT") == local.argv[
+        local.argv.index("MASTER_PORT") - 1: local.argv.index("MASTER_PORT") + 1]
+    multi = get("mpirun")(_request(nodes=2, procs_per_node=2, launcher="mpirun", launcher_options=NETNS))
+    argv = multi.argv
+    assert argv[:4] == ("ip", "netns", "exec", "rosetta-h0")  # mpirun runs in the first host
+    assert argv[argv.index("--host") + 1] == "rosetta-h0:2,rosetta-h1:2"
+    assert argv[argv.index("plm_rsh_agent") + 1] == "/repo/tools/netns_rsh.sh"
+    assert multi.env["MASTER_ADDR"] == "10.0.0.1" and multi.env["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert argv[-5:] == ("/py", "-m", "harness.worker", "mod", "/res/runs/S/0003/spec.json")
+
+
+def test_network_caps_need_namespace_hosts():
+    assert "network caps" in unsupported_reason("torchrun", spec(network="1gbit"))
 
 
 def test_spec_json_round_trip():

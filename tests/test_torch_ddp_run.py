@@ -65,3 +65,18 @@ def test_timeout_kills_every_process(write_scenario, tmp_path):
     assert rows[0]["status"] == "timeout"
     assert "no exit within 3 s" in rows[0]["reason"]
     assert not _children_alive(before)
+
+
+def test_telemetry_is_sampled_off_the_training_process(write_scenario, tmp_path):
+    text = TINY.replace("procs_per_node = [1, 2]", "procs_per_node = 2").replace("measured_steps = 3",
+                                                                                 "measured_steps = 10")
+    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row["reason"]
+    assert row["telemetry_samples"] >= 2  # a window of about 10 x 0.2 s, sampled every 0.5 s per rank
+    assert 0 < row["cpu_util_pct"] <= 100 * psutil.cpu_count()
+    assert row["rss_max_mb"] > 100  # torch and a ResNet-50 are resident
+    if row["gpu_model"] is None:
+        assert row["gpu_util_pct"] is None and row["gpu_power_w"] is None  # empty, never zero
+    run_dir = tmp_path / "results" / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
+    samples = [json.loads(line) for line in (run_dir / "telemetry-rank1.jsonl").read_text().splitlines()]
+    assert samples and all("cpu_percent" in s for s in samples)

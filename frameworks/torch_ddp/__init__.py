@@ -1,6 +1,6 @@
 """PyTorch DistributedDataParallel: gloo on CPU, NCCL on GPU, launched by torchrun."""
 
-from harness.axes import Device, Storage, Strategy, Workload
+from harness.axes import Compile, Device, MemoryFormat, Precision, Storage, Strategy, Workload
 from harness.framework_api import FrameworkInfo
 
 INFO = FrameworkInfo(
@@ -14,4 +14,7 @@ INFO = FrameworkInfo(
     strategies=(Strategy.ALLREDUCE,),
     storage=(Storage.SYNTHETIC,),
     devices=(Device.CPU, Device.CUDA),
+    precisions=tuple(Precision),
+    memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
+    compiles=(Compile.OFF, Compile.ON),
 )

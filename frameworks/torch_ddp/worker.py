@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import time
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from frameworks.torch_ddp import numerics
 from frameworks.torch_ddp.models import ResNet50, build_bert, parameter_count
-from harness.axes import Device, Workload
+from harness.axes import Compile, Device, Workload
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
 from harness.spec import RunSpec
@@ -103,6 +105,8 @@ def gpu_facts(device: str) -> dict[str, str | None]:
 def main(spec: RunSpec, events: EventWriter) -> None:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device_kind = resolve_device(spec.device)
+    numerics.check_device(spec, device_kind)
+    numerics.set_matmul_precision(spec)
     if device_kind == "cuda":
         torch.cuda.set_device(local_rank)
     device = torch.device(device_kind, local_rank) if device_kind == "cuda" else torch.device("cpu")
@@ -112,19 +116,28 @@ def main(spec: RunSpec, events: EventWriter) -> None:
                  torch_threads=torch.get_num_threads(), **gpu_facts(device_kind))
 
     torch.manual_seed(spec.seed)
-    model = build_model(spec).to(device)
+    model = numerics.to_memory_format(spec, build_model(spec).to(device))
     ddp = DDP(model, device_ids=[local_rank] if device_kind == "cuda" else None)
     optimizer = make_optimizer(spec, ddp)
-    batch = synthetic_batch(spec, rank, device)
+    batch = numerics.batch_to_memory_format(spec, synthetic_batch(spec, rank, device))
+    trained = numerics.maybe_compile(spec, ddp)
+    scaler = numerics.grad_scaler(spec, device_kind)
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_of(spec, ddp, batch)
-        loss.backward()
-        optimizer.step()
+        with numerics.autocast(spec, device_kind):
+            loss = loss_of(spec, trained, batch)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         return loss.detach()
 
     sync = torch.cuda.synchronize if device_kind == "cuda" else (lambda: None)
+    if spec.compile == Compile.ON:  # compilation happens in the first call: time it apart, before warm-up
+        t0 = time.perf_counter()
+        step()
+        sync()
+        events.emit("compile", seconds=time.perf_counter() - t0)
     run_measured_loop(step, sync=sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
                       measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
                       events=events, loss_value=lambda t: float(t.item()))

@@ -88,8 +88,11 @@ def get(name: str) -> Launcher:
 
 def options(request_or_spec: LaunchRequest | RunSpec) -> Any:
     """The run's launcher options as the launcher's ``Options`` dataclass."""
+    from harness import config
+
     spec = getattr(request_or_spec, "spec", request_or_spec)
-    return module(spec.launcher).Options(**spec.launcher_options)
+    where = config.Where("run spec", f"launcher_options.{spec.launcher}")
+    return config.build(module(spec.launcher).Options, spec.launcher_options, where)
 
 
 def options_as_data(value: Any) -> dict[str, Any]:

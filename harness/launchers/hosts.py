@@ -21,6 +21,11 @@ def prefix(remote: RemoteShell, host: str) -> tuple[str, ...]:
     return ("ssh", "-o", "BatchMode=yes", host)
 
 
+def node_cpus(remote: RemoteShell, spec: RunSpec, cpu_count: int) -> int | None:
+    """Cores of each node where the harness knows them: namespace hosts share this machine's."""
+    return max(1, cpu_count // spec.nodes) if remote == RemoteShell.NETNS else None
+
+
 def addresses(hosts: tuple[str, ...], given: tuple[str, ...]) -> tuple[str, ...]:
     """Each host's address for rendezvous: as given, else the host name itself."""
     return given or hosts

@@ -28,7 +28,7 @@ CONTAINER = "pytorch"  # the container name the operator expects in a PyTorchJob
 @dataclass(frozen=True)
 class Options:
     namespace: str = "default"
-    image: str = "rosetta/torch:latest"  # built from docker/torch.Dockerfile
+    image: str = "rosetta/torch:2.13.0"  # built from docker/torch.Dockerfile
     workdir: str = "/opt/rosetta"  # where the image holds the repository
     python: str = "python"  # the image's interpreter
     gpus_per_node: int = field(default=0, metadata={"min": 0})

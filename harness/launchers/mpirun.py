@@ -17,6 +17,9 @@ from harness.launchers.hosts import RemoteShell
 from harness.spec import RunSpec
 
 
+NETNS_AGENT = "tools/netns_rsh.sh"  # runs Open MPI's daemon in a namespace host, as ssh would on a cluster
+
+
 @dataclass(frozen=True)
 class Options:
     hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
@@ -32,7 +35,8 @@ def command(request: LaunchRequest) -> LaunchCommand:
     spec, opts = request.spec, options(request)
     multi_host = bool(opts.hosts)
     addresses = host_list.addresses(opts.hosts, opts.addresses)
-    env = {**worker_env(request), "MASTER_ADDR": addresses[0] if multi_host else "127.0.0.1",
+    cpus = host_list.node_cpus(opts.remote, spec, request.cpu_count) if multi_host else None
+    env = {**worker_env(request, cpus), "MASTER_ADDR": addresses[0] if multi_host else "127.0.0.1",
            "MASTER_PORT": str(opts.master_port)}
     argv = ["mpirun", "-np", str(spec.world_size), "--bind-to", "none", "--tag-output"]
     if os.geteuid() == 0:
@@ -42,7 +46,7 @@ def command(request: LaunchRequest) -> LaunchCommand:
         argv += ["--host", ",".join(f"{h}:{spec.procs_per_node}" for h in opts.hosts[: spec.nodes]),
                  "--mca", "oob_tcp_if_include", opts.interface, "--mca", "btl_tcp_if_include", opts.interface]
         if opts.remote == RemoteShell.NETNS:
-            argv += ["--mca", "plm_rsh_agent", "ip netns exec"]
+            argv += ["--mca", "plm_rsh_agent", str(request.repo_root / NETNS_AGENT)]
     for name in env:
         argv += ["-x", name]
     argv += [*opts.extra_args, request.python, *worker_argv(request)]

@@ -30,19 +30,27 @@ def command(request: LaunchRequest) -> LaunchCommand:
     same interpreter as the harness so the workers see the same environment.
     """
     spec, opts = request.spec, options(request)
-    env = worker_env(request)
+    env = worker_env(request, host_list.node_cpus(opts.remote, spec, request.cpu_count) if opts.hosts else None)
     tail = ["--nproc-per-node", str(spec.procs_per_node), "--no-python", request.python, *worker_argv(request)]
     if spec.nodes == 1 and not opts.hosts:
         argv = (request.python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", *tail)
         return LaunchCommand(argv, env)
     env.update(GLOO_SOCKET_IFNAME=opts.interface, NCCL_SOCKET_IFNAME=opts.interface)
-    endpoint = f"{host_list.addresses(opts.hosts, opts.addresses)[0]}:{opts.rendezvous_port}"
-    node_argv = (request.python, "-m", "torch.distributed.run", "--nnodes", str(spec.nodes),
-                 "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", spec.config_id(),
-                 "--max-restarts", "0", *tail)
+    addresses = host_list.addresses(opts.hosts, opts.addresses)
+    endpoint = f"{addresses[0]}:{opts.rendezvous_port}"
+
+    def node_argv(node: int) -> tuple[str, ...]:
+        # is_host (the first node serves the rendezvous store) and local-addr (what the others dial)
+        # are explicit: torchrun would derive both from host names, which fails where hosts share
+        # one (network namespaces, some container setups).
+        return (request.python, "-m", "torch.distributed.run", "--nnodes", str(spec.nodes),
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", spec.config_id(),
+                "--rdzv-conf", f"is_host={str(node == 0).lower()}", "--local-addr", addresses[node],
+                "--max-restarts", "0", *tail)
+
     per_host = [remote_argv(host_list.prefix(opts.remote, host), request.repo_root, {**env, HOST_VARIABLE: host},
-                            node_argv)
-                for host in opts.hosts[: spec.nodes]]
+                            node_argv(node))
+                for node, host in enumerate(opts.hosts[: spec.nodes])]
     return LaunchCommand(per_host[0], env, setup=host_list.shaping(spec, opts.hosts, opts.remote, opts.interface),
                          also=tuple(per_host[1:]))
 

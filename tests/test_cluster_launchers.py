@@ -1,0 +1,127 @@
+"""SLURM scripts and Kubernetes manifests, checked as what would run (and the manifests validated
+offline: pod templates against Kubernetes' schemas, the job against the PyTorchJob schema)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import scenario
+from harness.errors import UserError
+from harness.launchers import LaunchRequest, get, kubernetes, slurm
+from harness.runner import dry_run
+from tests.test_launchers import spec
+
+SCHEMA = Path(__file__).parent / "data" / "pytorchjob-v1.schema.json"
+
+
+def _request(launcher: str, **kw) -> LaunchRequest:
+    return LaunchRequest(spec(launcher=launcher, **kw), "frameworks.torch_ddp.worker",
+                         Path("/res/runs/S1/0007/spec.json"), "/venv/bin/python", cpu_count=64,
+                         repo_root=Path("/repo"))
+
+
+def test_slurm_script_states_resources_and_starts_one_rank_per_task():
+    options = {"partition": "gpu", "account": "ml", "gpus_per_node": 8, "cpus_per_task": 12, "time_limit_min": 45,
+               "extra_sbatch": ("--exclusive",)}
+    command = get("slurm")(_request("slurm", nodes=4, procs_per_node=8, launcher_options=options))
+    assert command.argv == ("sbatch", "--wait", "--parsable", "/res/runs/S1/0007/job.sbatch")
+    assert command.abort == (("scancel", "--name", "rosetta-S1-0007"),)
+    script = command.files["job.sbatch"].splitlines()
+    for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=8", "#SBATCH --partition=gpu",
+                 "#SBATCH --account=ml", "#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=12",
+                 "#SBATCH --time=45", "#SBATCH --exclusive", "#SBATCH --chdir=/repo", "export MASTER_PORT=29500"):
+        assert line in script
+    assert script[-1] == ("srun /venv/bin/python -m harness.worker frameworks.torch_ddp.worker "
+                          "/res/runs/S1/0007/spec.json")
+    assert command.env["OMP_NUM_THREADS"] == "12"  # the nodes' cores, not the submitting machine's
+
+
+@pytest.mark.parametrize("runtime, expected", [
+    ("pyxis", "srun --container-image=img:1 --container-mounts=/data:/data,/res:/res "
+              "--container-workdir=/opt/rosetta python -m harness.worker"),
+    ("apptainer", "srun apptainer exec --bind /data:/data --bind /res:/res --pwd /opt/rosetta img:1 python "
+                  "-m harness.worker"),
+])
+def test_slurm_containers_mount_the_results(runtime, expected):
+    options = {"container_runtime": runtime, "container_image": "img:1", "container_mounts": ("/data:/data",)}
+    script = get("slurm")(_request("slurm", launcher_options=options)).files["job.sbatch"]
+    assert script.splitlines()[-1].startswith(expected)
+
+
+def test_slurm_container_without_image_is_unsupported():
+    reason = slurm.unsupported_reason(spec(launcher="slurm", launcher_options={"container_runtime": "pyxis"}))
+    assert reason == "[launcher_options.slurm] container_runtime = 'pyxis' needs container_image"
+
+
+def _pytorchjob(**kw) -> dict:
+    command = get("kubernetes")(_request("kubernetes", **kw))
+    assert command.setup == (("kubectl", "apply", "-f", "/res/runs/S1/0007/job.yaml"),)
+    return yaml.safe_load(command.files["job.yaml"])
+
+
+def test_kubernetes_pytorchjob_validates_offline():
+    jsonschema = pytest.importorskip("jsonschema")
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    options = {"gpus_per_node": 8, "cpu": "96", "memory": "1Ti", "node_selector": ("gpu=h100",), "image": "r/t:1"}
+    job = _pytorchjob(nodes=4, procs_per_node=8, launcher_options=options)
+    jsonschema.validate(job, json.loads(SCHEMA.read_text()))
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 3)
+    for role in replicas.values():
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **role["template"]["metadata"]},
+               "spec": role["template"]["spec"]}
+        kubernetes_validate.validate(pod, "1.37.0", strict=True)
+        (container,) = pod["spec"]["containers"]
+        assert container["resources"]["limits"] == {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8"}
+        assert container["command"][container["command"].index("--node-rank") + 1] == "$(RANK)"
+        assert {"name": "OMP_NUM_THREADS", "value": "12"} in container["env"]
+        assert {"name": "results", "mountPath": "/res"} in container["volumeMounts"]
+        assert pod["spec"]["nodeSelector"] == {"gpu": "h100"}
+
+
+def test_kubernetes_single_node_job_has_no_workers():
+    job = _pytorchjob()
+    assert list(job["spec"]["pytorchReplicaSpecs"]) == ["Master"]
+    assert job["metadata"]["name"] == "rosetta-s1-0007"
+
+
+def test_a_bad_launcher_option_is_a_one_line_error(write_scenario):
+    text = """
+    [matrix]
+    framework = "torch_ddp"
+    workload = "resnet50"
+    launcher = "slurm"
+    [launcher_options.slurm]
+    partiton = "gpu"
+    """
+    with pytest.raises(UserError, match=r"\[launcher_options.slurm\] partiton: unknown key; allowed: partition,"):
+        scenario.load(write_scenario(text))
+    with pytest.raises(UserError, match=r"\[launcher_options\] pbs: must be one of torchrun, mpirun, slurm"):
+        scenario.load(write_scenario(text.replace("launcher_options.slurm", "launcher_options.pbs")))
+    with pytest.raises(UserError, match=r"\[matrix\] network: must be 'unlimited' or a rate like '10gbit'"):
+        scenario.load(write_scenario(text.replace('launcher = "slurm"', 'network = "fast"')))
+    with pytest.raises(UserError, match=r"\[matrix\] launcher: must be one of auto, torchrun"):
+        scenario.load(write_scenario(text.replace('launcher = "slurm"', 'launcher = "pbs"')))
+
+
+def test_one_scenario_dry_runs_through_every_launcher(write_scenario, tmp_path):
+    text = """
+    [settings]
+    warmup_steps = 1
+    measured_steps = 2
+    [matrix]
+    framework = "torch_ddp"
+    workload = "resnet50"
+    size = "tiny"
+    launcher = ["torchrun", "mpirun", "slurm", "kubernetes"]
+    """
+    planned = dry_run(scenario.load(write_scenario(text)), tmp_path)
+    assert [s.launcher for s, _, _ in planned] == ["torchrun", "mpirun", "slurm", "kubernetes"] * 3
+    files = {s.launcher: sorted(p.name for p in run_dir.iterdir()) for s, run_dir, _ in planned[:4]}
+    assert files["slurm"] == ["command.json", "job.sbatch", "spec.json"]
+    assert files["kubernetes"] == ["command.json", "job.yaml", "spec.json"]
+    assert not (tmp_path / "results.parquet").exists()  # nothing ran, nothing recorded

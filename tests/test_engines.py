@@ -1,0 +1,111 @@
+"""Real engines: a one-node SLURM cluster and two hosts made of network namespaces, started here.
+
+Both need root and Debian's packages (slurm-wlm, munge, openmpi-bin, iproute2; .ci/run installs them);
+where they cannot start the tests are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from harness import results  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCENARIO = """
+name = "{name}"
+[settings]
+warmup_steps = 1
+measured_steps = 2
+repeats = 1
+device = "cpu"
+timeout_s = 240
+[matrix]
+framework = "torch_ddp"
+workload = "resnet50"
+size = "tiny"
+batch_per_worker = 2
+"""
+
+
+def _need(*tools: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces, SLURM daemons)")
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}")
+
+
+def _start(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        pytest.skip(f"{' '.join(argv)} could not start: {(done.stderr or done.stdout).strip()[-300:]}")
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_conf(tmp_path_factory):
+    _need("slurmctld", "slurmd", "munged", "sbatch", "ip")
+    state = tmp_path_factory.mktemp("slurm")
+    lines = _start([str(REPO / "tools/slurm_cluster.sh"), "start", str(state)]).splitlines()
+    yield dict(line.split("=", 1) for line in lines)["SLURM_CONF"]
+    subprocess.run([str(REPO / "tools/slurm_cluster.sh"), "stop", str(state)], check=False)
+
+
+@pytest.fixture(scope="module")
+def two_hosts():
+    _need("ip", "tc", "mpirun")
+    lines = _start([str(REPO / "tools/netns_hosts.sh"), "start", "2"]).splitlines()
+    yield dict(line.split("=", 1) for line in lines)
+    subprocess.run([str(REPO / "tools/netns_hosts.sh"), "stop"], check=False)
+
+
+def _run(argv_prefix: list[str], scenario: Path, out: Path, env: dict[str, str] | None = None) -> dict:
+    done = subprocess.run([*argv_prefix, sys.executable, "-m", "harness.cli", "run", str(scenario),
+                           "--results", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return results.load(out).to_dict("records")
+
+
+def test_a_real_sbatch_job_runs_two_ranks_and_its_row_is_collected(slurm_conf, tmp_path):
+    path = tmp_path / "slurm.toml"
+    path.write_text(SCENARIO.format(name="slurm") + 'procs_per_node = 2\nlauncher = "slurm"\n')
+    (row,) = _run(["ip", "netns", "exec", "rosetta-slurm"], path, tmp_path / "out", {"SLURM_CONF": slurm_conf})
+    assert row["status"] == "ok", row["reason"]
+    assert row["launcher"] == "slurm" and row["world_size"] == 2 and row["weights_consistent"]
+    assert row["samples_measured"] == 2 * 2 * 2
+    run_dir = Path(row["run_dir"])
+    assert (run_dir / "job.sbatch").exists() and list(run_dir.glob("slurm-*.out"))
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_two_hosts_across_namespaces_with_a_capped_link(two_hosts, tmp_path, launcher):
+    hosts = list(two_hosts)
+    path = tmp_path / "hosts.toml"
+    path.write_text(SCENARIO.format(name="two-hosts") + f"""nodes = 2
+procs_per_node = 1
+launcher = "{launcher}"
+network = "1gbit"
+[launcher_options.{launcher}]
+hosts = {json.dumps(hosts)}
+addresses = {json.dumps([two_hosts[h] for h in hosts])}
+remote = "netns"
+""")
+    (row,) = _run([], path, tmp_path / "out")
+    assert row["status"] == "ok", row["reason"]
+    assert json.loads(row["hosts"]) == hosts  # each rank on its own host
+    assert row["network"] == "1gbit" and row["weights_consistent"]
+    for host in hosts:  # the cap was really on each host's link
+        shown = subprocess.run(["ip", "netns", "exec", host, "tc", "qdisc", "show", "dev", "eth0"],
+                               capture_output=True, text=True).stdout
+        assert "tbf" in shown and "rate 1Gbit" in shown, shown
