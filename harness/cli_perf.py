@@ -109,7 +109,9 @@ def cmd_project(args: argparse.Namespace) -> None:
 
     console = Console()
     if args.check:
-        if not print_scaling_check(args.results, console):
+        if not 0 <= args.overlap <= 1:
+            raise UserError("--overlap must be within 0..1")
+        if not print_scaling_check(args.results, console, args.overlap):
             raise UserError(f"{args.results}: needs comm results (`rosetta comm`) and training runs "
                             f"(`rosetta run`) to check the model against")
         return
@@ -160,7 +162,7 @@ def cmd_project(args: argparse.Namespace) -> None:
     console.print(f"chart: {chart}")
 
 
-def print_scaling_check(results_dir: Path, console) -> bool:
+def print_scaling_check(results_dir: Path, console, overlap: float = 0.0) -> bool:
     """Print the scaling model's predictions against the measured runs in ``results_dir``; False if
     there is nothing to compare (no comm table or no training table)."""
     from harness import comm_results, results, scaling_check
@@ -170,5 +172,5 @@ def print_scaling_check(results_dir: Path, console) -> bool:
     table = results.load(results_dir)
     if table.empty:
         return False
-    scaling_check.print_check(scaling_check.check(table, comm_results.load(results_dir)), console)
+    scaling_check.print_check(scaling_check.check(table, comm_results.load(results_dir), overlap=overlap), console)
     return True

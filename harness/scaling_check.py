@@ -75,7 +75,7 @@ def capped_link(link: Link, network_value: str | None) -> Link:
 
 
 def check(results: pd.DataFrame, comm: pd.DataFrame,
-          algorithms: tuple[CommAlgorithm, ...] = (CommAlgorithm.RING,)) -> pd.DataFrame:
+          algorithms: tuple[CommAlgorithm, ...] = (CommAlgorithm.RING,), overlap: float = 0.0) -> pd.DataFrame:
     """Per measured multi-worker configuration with a single-worker run in the same sweep (same model,
     batch and device): the predicted and measured throughput and efficiency, and the prediction error.
     A run with a ``network`` cap is predicted with the fitted link's bandwidth held to the cap."""
@@ -114,8 +114,8 @@ def check(results: pd.DataFrame, comm: pd.DataFrame,
                     out.append(entry)
                     continue
                 net = Network.single(capped_link(link_from_allreduce(fit, fit_world), net_value))
-                p = predict(step_1, int(row["batch_per_worker"]), grad, world, algorithm, net)
-                entry.update(fit_world_size=fit_world, alpha_s=fit.alpha_s, beta_GBps=fit.beta_Bps / 1e9,
+                p = predict(step_1, int(row["batch_per_worker"]), grad, world, algorithm, net, overlap=overlap)
+                entry.update(fit_world_size=fit_world, overlap=overlap, alpha_s=fit.alpha_s, beta_GBps=fit.beta_Bps / 1e9,
                              comm_time_s=p.comm_time_s, predicted_throughput=p.throughput,
                              predicted_efficiency=p.efficiency, error=p.throughput / measured_tp - 1)
                 out.append(entry)
@@ -132,8 +132,9 @@ def print_check(table: pd.DataFrame, console) -> None:
     if table.empty:
         console.print("scaling model check: no sweep has both a 1-worker and a multi-worker run measured")
         return
+    overlap = table["overlap"].dropna().iloc[0] if "overlap" in table and table["overlap"].notna().any() else 0.0
     out = Table(title="Scaling model vs measurement on this machine (ring allreduce, alpha-beta fit of "
-                      "`rosetta comm`, T_N = T_1 + t_allreduce(gradients), no overlap)")
+                      f"`rosetta comm`, T_N = T_1 + (1 - {overlap:g}) x t_allreduce(gradients))")
     for col in ("workload", "batch/worker", "device", "world", "network", "backend", "T_1 ms", "gradient MB",
                 "allreduce ms", "T_N ms pred.", "T_N ms meas.", "predicted/s", "measured/s", "pred. eff.", "meas. eff.", "error"):
         out.add_column(col, justify="right")

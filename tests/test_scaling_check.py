@@ -41,6 +41,8 @@ def test_check_by_hand():
     assert row["error"] == pytest.approx(16 / 0.201 / 100 - 1)
     assert row["predicted_efficiency"] == pytest.approx(0.1 / 0.201)
     assert row["measured_efficiency"] == pytest.approx(100 / 160)
+    half = check(table, comm, overlap=0.5).iloc[0]  # half the allreduce hidden behind compute
+    assert half["comm_time_s"] == pytest.approx(0.0505) and half["error"] == pytest.approx(16 / 0.1505 / 100 - 1)
 
 
 def test_check_without_comm_measurement_says_so():
