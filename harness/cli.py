@@ -218,7 +218,7 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
     from harness.cli_perf import print_scaling_check  # the scaling model's error, once `rosetta comm` has run
 
-    print_scaling_check(results_dir, console)
+    print_scaling_check(results_dir, console, table=table)
 
 
 if __name__ == "__main__":

@@ -162,14 +162,14 @@ def cmd_project(args: argparse.Namespace) -> None:
     console.print(f"chart: {chart}")
 
 
-def print_scaling_check(results_dir: Path, console, overlap: float = 0.0) -> bool:
-    """Print the scaling model's predictions against the measured runs in ``results_dir``; False if
-    there is nothing to compare (no comm table or no training table)."""
+def print_scaling_check(results_dir: Path, console, overlap: float = 0.0, table=None) -> bool:
+    """Print the scaling model's predictions against the measured runs in ``results_dir`` (or in
+    ``table``, some of its rows); False if there is nothing to compare (no comm or training table)."""
     from harness import comm_results, results, scaling_check
 
     if not (Path(results_dir) / comm_results.PARQUET).exists():
         return False
-    table = results.load(results_dir)
+    table = results.load(results_dir) if table is None else table
     if table.empty:
         return False
     scaling_check.print_check(scaling_check.check(table, comm_results.load(results_dir), overlap=overlap), console)
