@@ -24,7 +24,7 @@ ENV PATH=/opt/venv/bin:$PATH
 
 # Dependencies first (a layer that survives source edits), then the harness itself.
 COPY pyproject.toml README.md ./
-RUN pip install "torch==2.13.0" "transformers==5.23.0" "numpy==1.26.4" "pyarrow==23.0.1"
+RUN pip install "torch==2.13.0" "transformers==5.23.0" "scikit-learn==1.9.1" "numpy==1.26.4" "pyarrow==23.0.1"
 COPY harness ./harness
 COPY frameworks ./frameworks
 COPY scenarios ./scenarios

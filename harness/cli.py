@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,13 @@ def cmd_list(args: argparse.Namespace) -> None:
                           for s, opts in info.presets.items())
         workloads.add_row(info.name.value, info.title, info.sample_unit, sizes)
     console.print(workloads)
-    console.print(f"Strategies: {', '.join(s.value for s in Strategy)}")
+    from harness.strategies import OPTIONS
+
+    def with_options(strategy: Strategy) -> str:
+        defaults = dataclasses.asdict(OPTIONS[strategy]())
+        return strategy.value + (f" ({', '.join(f'{k}={v}' for k, v in defaults.items())})" if defaults else "")
+
+    console.print(f"Strategies (default options): {'; '.join(with_options(s) for s in Strategy)}")
     console.print(f"Storage backends: {', '.join(s.value for s in Storage)}")
     console.print(f"Devices: {', '.join(d.value for d in Device)}")
     from harness import launchers
@@ -215,6 +222,11 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     report.print_table(summary, console)
     path = report.plot(summary, chart or results_dir / f"report-{sweep}.png")
     console.print(f"chart: {path}")
+    telemetry_chart = report.plot_telemetry(table, path.with_name(f"{path.stem}-telemetry.png"))
+    if telemetry_chart:
+        console.print(f"telemetry chart: {telemetry_chart}")
+    if report.compares_strategies(summary):
+        console.print(f"strategies chart: {report.plot_strategies(summary, path.with_name(path.stem + '-strategies.png'))}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
     from harness.cli_perf import print_scaling_check  # the scaling model's error, once `rosetta comm` has run
 

@@ -110,6 +110,9 @@ def signal_name(number: int) -> str:
 def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
                       run_dir: Path) -> tuple[Status, str | None]:
     """Decide the run's status; every status but ``ok`` comes with a one-line reason."""
+    skipped = [r for r in ranks if r.skip is not None]
+    if skipped and outcome.returncode == 0:
+        return Status.SKIPPED, _clip(f"rank {skipped[0].rank}: {skipped[0].skip}")
     if outcome.setup_failure:
         return Status.FAILED, _clip(f"setup command exited with {outcome.returncode}: {outcome.setup_failure} "
                                     f"(see launcher.log)")
@@ -118,7 +121,7 @@ def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
         where = where or "every rank had reported its end, the launch had not exited"
         return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where})")
     if outcome.returncode != 0:
-        if not any(rank.hello for rank in ranks):  # no worker got going: the launcher says why
+        if not any(r.hello or r.errors or r.exit for r in ranks):  # no rank got going: the launcher says why
             tail = " / ".join(last_lines(run_dir / "launcher.log", 3)) or "no output"
             return Status.FAILED, _clip(f"{_launcher_exit(outcome.returncode)} before any rank started; "
                                         f"launcher.log: {tail}")
@@ -132,6 +135,10 @@ def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
     checksums = {r.end["weights_checksum"] for r in ranks}
     if len(checksums) != 1:
         return Status.FAILED, "ranks hold different weights after training (checksums differ)"
+    for rank in ranks:  # the convergence guard: a run that learns nothing gets no throughput
+        problem = metrics.convergence_problem(rank.losses)
+        if problem:
+            return Status.DIVERGED, _clip(f"rank {rank.rank}: {problem}")
     return Status.OK, None
 
 
@@ -157,6 +164,38 @@ def measurement_fields(ranks: list[RankRecord], run_dir: Path) -> dict[str, Any]
         "step_times_s": json.dumps(per_step),
         "first_loss": losses[0] if losses else math.nan,
         "last_loss": losses[-1] if losses else math.nan,
+        **communication_fields(ranks),
+    }
+
+
+def communication_fields(ranks: list[RankRecord]) -> dict[str, Any]:
+    """Bytes on the wire per step (the most any rank sent) and the compression ratio against
+    fp32 gradient allreduce; empty for a worker that does not report them."""
+    reported = [r.comm for r in ranks if r.comm]
+    if not reported:
+        return {}
+    sent = max(c["bytes_per_step"] for c in reported)
+    dense = reported[0]["dense_bytes_per_step"]
+    return {"bytes_per_step": sent, "compression_ratio": dense / sent if sent > 0 else math.inf}
+
+
+def accuracy_fields(ranks: list[RankRecord], target: float | None) -> dict[str, Any]:
+    """Time-to-accuracy of a run whose workload evaluates: rank 0's held-out accuracy curve, the
+    steps and training seconds (slowest rank per step, warm-up included) until ``target``."""
+    first = ranks[0]
+    if not first.evals:
+        return {}
+    curve = [(e["step"], e["accuracy"]) for e in first.evals]
+    seconds = [max(t) for t in zip(*(r.warmup_steps for r in ranks))] + \
+        metrics.step_times([r.step_seconds for r in ranks])
+    steps, tta = metrics.time_to_target(curve, seconds, target) if target is not None else (None, None)
+    return {
+        "target_accuracy": target,
+        "steps_to_target": steps,
+        "time_to_target_s": tta,
+        "final_accuracy": (first.end or {}).get("final_accuracy", curve[-1][1]),
+        "accuracy_curve": json.dumps([[s, a, l] for s, a, l in
+                                      ((e["step"], e["accuracy"], e["loss"]) for e in first.evals)]),
     }
 
 

@@ -10,7 +10,11 @@ Records (``event`` field):
   ``window``  seconds (the rank's measured wall time), samples, steps, start_time and
               end_time (Unix seconds, to place telemetry samples)
   ``losses``  values: the loss of every measured step (read after the window)
-  ``end``     weights_checksum, extra facts (e.g. parameter count)
+  ``eval``    step (1-based, warm-up included), accuracy (fraction), loss: a held-out evaluation
+  ``comm``    bytes_per_step (payload this rank handed to collectives, mean over measured steps),
+              dense_bytes_per_step (what fp32 gradient allreduce would send)
+  ``end``     weights_checksum, extra facts (e.g. parameter count, final_accuracy)
+  ``skip``    reason: the worker found it cannot run this combination here (not a failure)
   ``error``   time (Unix seconds), message (an exception in the worker)
   ``compile`` seconds: the first step, which compiled the model, before warm-up
   ``exit``    time, code (exit status) or signal (its name): written by the
@@ -68,6 +72,9 @@ class RankRecord:
     losses: list[float] = field(default_factory=list)
     window: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
+    evals: list[dict[str, Any]] = field(default_factory=list)  # held-out evaluations, in step order
+    comm: dict[str, Any] | None = None
+    skip: str | None = None
     errors: list[str] = field(default_factory=list)
     error_time: float | None = None  # Unix seconds of the first error record
     exit: dict[str, Any] | None = None
@@ -105,6 +112,12 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
             record.window = ev
         elif kind == "end":
             record.end = ev
+        elif kind == "eval":
+            record.evals.append(ev)
+        elif kind == "comm":
+            record.comm = ev
+        elif kind == "skip":
+            record.skip = ev.get("reason", "")
         elif kind == "error":
             record.errors.append(ev.get("message", ""))
             if record.error_time is None:

@@ -29,6 +29,8 @@ class FrameworkInfo:
     precisions: tuple[Precision, ...] = (Precision.FP32,)
     memory_formats: Mapping[Workload, tuple[MemoryFormat, ...]] = field(default_factory=dict)  # default: contiguous
     compiles: tuple[Compile, ...] = (Compile.OFF,)
+    # Strategies that run only on some devices (e.g. a hook that needs NCCL); others run on all.
+    strategy_devices: Mapping[Strategy, tuple[Device, ...]] = field(default_factory=dict)
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
         """Required modules that cannot be found in this environment (no import is done)."""
@@ -43,14 +45,22 @@ class FrameworkInfo:
         return self.launchers[0]
 
     def unsupported_reason(self, workload: Workload, strategy: Strategy, storage: Storage,
-                           launcher: str | None = None) -> str | None:
-        """Why this framework cannot run the combination, or None if it can."""
+                           launcher: str | None = None, device: Device = Device.AUTO) -> str | None:
+        """Why this framework cannot run the combination, or None if it can.
+
+        With ``device`` auto, a strategy bound to some devices is not refused here: the worker,
+        which knows what it found, reports it as skipped (see ``harness.events``, ``skip``).
+        """
         if launcher is not None and launcher not in self.launchers:
             return f"{self.name} cannot be started by {launcher} (it can by {', '.join(self.launchers)})"
         if workload not in self.workloads:
             return f"{self.name} has no {workload.value} model"
         if strategy not in self.strategies:
             return f"{self.name} does not implement strategy {strategy.value}"
+        allowed = self.strategy_devices.get(strategy)
+        if allowed and device != Device.AUTO and device not in allowed:
+            return (f"strategy {strategy.value} runs on {', '.join(d.value for d in allowed)} only "
+                    f"in {self.name}, not on {device.value}")
         if storage not in self.storage:
             return f"{self.name} cannot read from storage {storage.value}"
         return None

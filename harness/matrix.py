@@ -6,7 +6,7 @@ import itertools
 from typing import Any, Mapping
 
 import frameworks
-from harness import launchers
+from harness import launchers, strategies
 from harness.config import Where
 from harness.scenario import AXES, Scenario
 from harness.spec import RunSpec
@@ -48,7 +48,8 @@ def expand(scenario: Scenario) -> list[RunSpec]:
     return [
         RunSpec(scenario=scenario.name, workload_options=options, repeat=repeat,
                 warmup_steps=s.warmup_steps, measured_steps=s.measured_steps, timeout_s=s.timeout_s,
-                device=s.device, seed=s.seed, launcher_options=launcher_options, **combo)
+                device=s.device, seed=s.seed, launcher_options=launcher_options,
+                strategy_options=strategies.resolved(combo["strategy"], scenario.strategy_options), **combo)
         for repeat in range(s.repeats)
         for combo, options, launcher_options in configs
     ]

@@ -24,12 +24,15 @@ def run_measured_loop(
     samples_per_step: int,
     events: EventWriter,
     loss_value: Callable[[Any], float] = float,
+    between_steps: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
     """Run warm-up then measured steps; return this rank's window (seconds, samples, steps).
 
     ``step`` runs one training step and returns its loss (any object; converted by
     ``loss_value`` only after the window, so no extra device sync is added inside it).
-    ``samples_per_step`` is this rank's batch size.
+    ``samples_per_step`` is this rank's batch size. ``between_steps(n)``, if given, is called
+    after the n-th step (1-based, warm-up steps included), e.g. to evaluate the model; its time
+    is kept out of the step times and out of the window.
     """
     clock = time.perf_counter
     for index in range(warmup_steps):
@@ -37,19 +40,27 @@ def run_measured_loop(
         step()
         sync()
         events.emit("step", phase="warmup", index=index, seconds=clock() - t0, samples=samples_per_step)
+        if between_steps is not None:
+            between_steps(index + 1)
     barrier()
     sync()
     losses = []
     window_start, wall_start = clock(), time.time()
     t_prev = window_start
+    paused = 0.0  # seconds spent in between_steps inside the window
     for index in range(measured_steps):
         losses.append(step())
         sync()
         t_now = clock()
         events.emit("step", phase="measure", index=index, seconds=t_now - t_prev, samples=samples_per_step)
+        if between_steps is not None:
+            t_pause = clock()
+            between_steps(warmup_steps + index + 1)
+            sync()
+            paused += clock() - t_pause
         t_prev = clock()  # the record above is bookkeeping: keep it out of the next step's time
     window_end = clock()
-    window = {"seconds": window_end - window_start, "samples": samples_per_step * measured_steps,
+    window = {"seconds": window_end - window_start - paused, "samples": samples_per_step * measured_steps,
               "steps": measured_steps, "start_time": wall_start, "end_time": time.time()}
     events.emit("window", **window)
     events.emit("losses", values=[loss_value(v) for v in losses])

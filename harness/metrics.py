@@ -53,3 +53,41 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
     mean = statistics.fmean(values)
     half = (_T975[n - 2] if n - 1 <= len(_T975) else 1.96) * statistics.stdev(values) / math.sqrt(n)
     return (mean - half, mean + half)
+
+
+# The convergence guard looks for a decrease only in runs with at least this many measured steps:
+# over a handful of steps a loss that wiggles is no evidence of divergence.
+MIN_STEPS_FOR_TREND = 10
+
+
+def convergence_problem(losses: Sequence[float], min_steps: int = MIN_STEPS_FOR_TREND) -> str | None:
+    """Why a run's training loss says it diverged, or None.
+
+    Diverged: any loss is NaN or infinite; or, with at least ``min_steps`` losses, the mean of
+    the last quarter is not below the mean of the first quarter (the loss did not decrease).
+    """
+    for index, value in enumerate(losses):
+        if not math.isfinite(value):
+            return f"loss is {value} at measured step {index}"
+    if len(losses) < min_steps:
+        return None
+    quarter = max(1, len(losses) // 4)
+    first, last = statistics.fmean(losses[:quarter]), statistics.fmean(losses[-quarter:])
+    if last >= first:
+        return (f"loss did not decrease: mean of the last {quarter} steps {last:.4g} >= "
+                f"mean of the first {quarter} {first:.4g}")
+    return None
+
+
+def time_to_target(curve: Sequence[tuple[int, float]], step_seconds: Sequence[float],
+                   target: float) -> tuple[int, float] | tuple[None, None]:
+    """(steps, seconds) until the first evaluation at or above ``target``, or (None, None).
+
+    ``curve`` holds (step, accuracy) pairs, steps 1-based; ``step_seconds[i]`` is the time of
+    step i + 1 (the slowest rank's), so the time is the training time up to that step,
+    evaluation excluded.
+    """
+    for step, accuracy in curve:
+        if accuracy >= target:
+            return step, math.fsum(step_seconds[:step])
+    return None, None

@@ -34,6 +34,7 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         steps = [t for s in ok["step_times_s"].dropna() for t in json.loads(s)]
         low, high = metrics.mean_ci95(tps)
         not_ok = group[group["status"] != Status.OK.value]
+        reached = ok[ok["steps_to_target"].notna()]
         out.append({
             **dict(zip(CONFIG_KEYS, keys)),
             "runs": len(group),
@@ -44,6 +45,15 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
             "step_p50_s": metrics.percentile(steps, 50) if steps else math.nan,
             "step_p90_s": metrics.percentile(steps, 90) if steps else math.nan,
             "weights_consistent": bool(ok["weights_consistent"].fillna(False).all()) if len(ok) else None,
+            "bytes_per_step": _median(ok["bytes_per_step"]),
+            "compression_ratio": _median(ok["compression_ratio"]),
+            "target_accuracy": _median(group["target_accuracy"]),
+            "evaluated": int(ok["accuracy_curve"].notna().sum()),  # ok repeats with an accuracy curve
+            "reached": len(reached),  # ok repeats that reached the target
+            "steps_to_target": _median(reached["steps_to_target"]),
+            "time_to_target_s": _median(reached["time_to_target_s"]),
+            "final_accuracy": _median(ok["final_accuracy"]),
+            "accuracy_curves": [json.loads(c) for c in ok["accuracy_curve"].dropna()],
             "status": ", ".join(sorted(set(group["status"]))),
             "reason": not_ok["reason"].dropna().iloc[0] if not_ok["reason"].notna().any() else None,
         })
@@ -59,6 +69,19 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
                 row["throughput_median"], int(row["world_size"]), base["throughput_median"],
                 int(base["world_size"]))
     return summary
+
+
+def _median(values: pd.Series) -> float:
+    values = values.dropna().astype(float)
+    return float(values.median()) if len(values) else math.nan
+
+
+def compares_strategies(summary: pd.DataFrame) -> bool:
+    """Whether a summary is about strategies or accuracy (then the report shows their columns
+    and chart); a plain throughput sweep with the default strategy is reported as before."""
+    if summary.empty:
+        return False
+    return bool(set(summary["strategy"]) - {"allreduce"}) or bool((summary["evaluated"] > 0).any())
 
 
 def latest_sweep(table: pd.DataFrame) -> str | None:
@@ -92,6 +115,15 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
         "efficiency": lambda r: f"{r['efficiency']:.0%}" if not math.isnan(r["efficiency"]) else "-",
         "weights": lambda r: {True: "same", False: "[red]DIFFER[/red]", None: "-"}[r["weights_consistent"]],
     }
+    if compares_strategies(summary):
+        cells.update({
+            "bytes/step": lambda r: _bytes(r["bytes_per_step"]),
+            "vs fp32": lambda r: "-" if math.isnan(r["compression_ratio"]) else f"{r['compression_ratio']:.1f}x",
+            "to target s": _to_target,
+            "steps": lambda r: "-" if math.isnan(r["steps_to_target"]) else f"{r['steps_to_target']:.0f}",
+            "final acc": lambda r: "-" if math.isnan(r["final_accuracy"]) else f"{r['final_accuracy']:.3f}",
+        })
+        cells.pop("efficiency")
     rendered = {name: [fn(r) for _, r in summary.iterrows()] for name, fn in cells.items()}
     foldable = ("framework", "batch/worker", "strategy", "storage", *NUMERICS, "device")
     constant = [n for n in foldable if len(summary) > 1 and len(set(rendered[n])) == 1]
@@ -110,6 +142,25 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
     for _, r in problems.iterrows():
         console.print(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
                       f"{r['status']}[/yellow] - {escape(r['reason'])}", markup=True, highlight=False)
+
+
+def _bytes(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def _to_target(r: pd.Series) -> str:
+    """Median seconds to the target over the repeats that reached it, and how many did."""
+    if r["evaluated"] == 0:
+        return "-"
+    if r["reached"] == 0:
+        return f"[red]not reached[/red] ({r['target_accuracy']:.0%})"
+    note = "" if r["reached"] == r["evaluated"] else f" ({r['reached']}/{r['evaluated']})"
+    return f"{r['time_to_target_s']:.2f}{note}"
 
 
 def _ci(r: pd.Series) -> str:
@@ -176,6 +227,121 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_strategies(summary: pd.DataFrame, path: Path) -> Path:
+    """Strategies side by side, one row of panels per workload and world size: throughput (95% CI),
+    bytes on the wire per step (log scale, ratio to fp32 allreduce on the bars), time to the
+    target accuracy, and the held-out accuracy curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(summary.groupby(["workload", "size", "world_size"], sort=True)) or [(("-", "-", 0), summary)]
+    fig, axes = plt.subplots(len(groups), 4, figsize=(20, 4.4 * len(groups)), squeeze=False)
+    for (ax_tp, ax_bytes, ax_tta, ax_curve), ((workload, size, world), data) in zip(axes, groups):
+        # (device is left out: a skipped run reports only the device it asked for)
+        varying = [k for k in ["framework", "batch_per_worker"] if data[k].nunique() > 1]
+        labels = [" ".join([r["strategy"]] + [f"{k}={r[k]}" for k in varying]) for _, r in data.iterrows()]
+        x = list(range(len(data)))
+        colors = [f"C{i % 10}" for i in x]
+        tp = data["throughput_median"].astype(float)
+        err = [(tp - data["ci95_low"]).fillna(0).clip(lower=0), (data["ci95_high"] - tp).fillna(0).clip(lower=0)]
+        ax_tp.bar(x, tp.fillna(0), yerr=err, color=colors, capsize=4)
+        for i, (_, r) in enumerate(data.iterrows()):
+            if math.isnan(r["throughput_median"]):  # why there is no bar: skipped, diverged, failed
+                ax_tp.annotate(r["status"], (i, 0), ha="center", va="bottom", rotation=90, fontsize=8, color="red")
+        ax_tp.set_ylabel(f"{data['sample_unit'].iloc[0]}/s (median over repeats)")
+        ax_tp.set_title(f"{workload}/{size}, {world} workers: throughput")
+        sent = data["bytes_per_step"].astype(float)
+        ax_bytes.bar(x, sent.fillna(0), color=colors)
+        if (sent > 0).any():
+            ax_bytes.set_yscale("log")
+        for i, (b, ratio) in enumerate(zip(sent, data["compression_ratio"].astype(float))):
+            if not math.isnan(b):
+                ax_bytes.annotate(f"{ratio:.1f}x", (i, b), ha="center", va="bottom", fontsize=8)
+        ax_bytes.set_ylabel("bytes sent per worker per step")
+        ax_bytes.set_title("on the wire (label: less than fp32 allreduce)")
+        tta = data["time_to_target_s"].astype(float)
+        ax_tta.bar(x, tta.fillna(0), color=colors)
+        for i, (_, r) in enumerate(data.iterrows()):
+            if r["evaluated"] and not r["reached"]:
+                ax_tta.annotate("not reached", (i, 0), ha="center", va="bottom", rotation=90, fontsize=8, color="red")
+            elif r["reached"]:
+                ax_tta.annotate(f"{r['steps_to_target']:.0f} steps", (i, r["time_to_target_s"]), ha="center",
+                                va="bottom", fontsize=8)
+        target = data["target_accuracy"].dropna()
+        goal = f"{target.iloc[0]:.0%} held-out accuracy" if len(target) else "target"
+        ax_tta.set_ylabel("training seconds (median over repeats)")
+        ax_tta.set_title(f"time to {goal}")
+        for i, (_, r) in enumerate(data.iterrows()):
+            for k, curve in enumerate(r["accuracy_curves"]):
+                ax_curve.plot([p[0] for p in curve], [p[1] for p in curve], color=colors[i],
+                              alpha=1.0 if k == 0 else 0.35, label=labels[i] if k == 0 else None)
+        if len(target):
+            ax_curve.axhline(target.iloc[0], color="grey", linestyle="--", linewidth=1)
+        ax_curve.set_xlabel("training step")
+        ax_curve.set_ylabel("held-out accuracy")
+        ax_curve.set_title("accuracy curves (one line per repeat)")
+        if ax_curve.get_legend_handles_labels()[0]:
+            ax_curve.legend(fontsize=8)
+        for ax in (ax_tp, ax_bytes, ax_tta):
+            ax.set_xticks(x)
+            ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        for ax in (ax_tp, ax_bytes, ax_tta, ax_curve):
+            ax.grid(alpha=0.3)
+    fig.suptitle("Rosetta: training strategies side by side (runs that failed, diverged or were skipped have no bar)")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# Telemetry columns charted, with their axis labels; GPU ones appear only where a GPU reported.
+TELEMETRY_PANELS = {
+    "cpu_util_pct": "CPU use per rank (% of one core)",
+    "rss_max_mb": "largest resident memory per rank (MiB)",
+    "gpu_util_pct": "GPU utilization (%)",
+    "gpu_mem_max_mb": "GPU memory used (MiB)",
+    "gpu_power_w": "GPU power (W)",
+}
+
+
+def plot_telemetry(table: pd.DataFrame, path: Path) -> Path | None:
+    """Bars of each measured configuration's telemetry (median over repeats), one panel per
+    quantity that any run reported; None if no run carried telemetry."""
+    ok = table[(table["status"] == Status.OK.value) & table["telemetry_samples"].fillna(0).gt(0)]
+    panels = [c for c in TELEMETRY_PANELS if ok[c].notna().any()] if len(ok) else []
+    if not panels:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in CONFIG_KEYS if k not in ("sweep_id", "sample_unit") and ok[k].nunique(dropna=False) > 1]
+    keys = keys or ["workload"]
+    medians = ok.groupby(keys, dropna=False)[panels].median().reset_index()
+    labels = [" ".join(str(row[k]) for k in keys) for _, row in medians.iterrows()]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, 1.2 * len(labels) + 3), 2.6 * len(panels) + 1),
+                             squeeze=False, sharex=True)
+    for ax, column in zip(axes[:, 0], panels):
+        ax.bar(range(len(labels)), medians[column].astype(float), color="tab:blue")
+        ax.set_title(TELEMETRY_PANELS[column], fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    bottom = axes[-1, 0]
+    bottom.set_xticks(range(len(labels)))
+    bottom.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
+    bottom.set_xlabel(" / ".join(keys))
+    fig.suptitle("Telemetry over the measured window (median over repeats), sampled off the training process")
+    fig.tight_layout()
+    path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

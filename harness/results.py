@@ -38,6 +38,7 @@ COLUMNS: dict[str, str] = {
     "batch_per_worker": "Int64",
     "global_batch": "Int64",
     "strategy": "string",
+    "strategy_options": "string",  # JSON object: the strategy's resolved options (harness.strategies)
     "storage": "string",
     "launcher": "string",
     "network": "string",  # link cap between hosts: unlimited | e.g. 1gbit
@@ -69,6 +70,13 @@ COLUMNS: dict[str, str] = {
     "telemetry_samples": "Int64",  # samples in the window, all ranks together
     "first_loss": "Float64",
     "last_loss": "Float64",
+    "bytes_per_step": "Float64",  # bytes one rank hands to collectives per measured step (payload; max over ranks)
+    "compression_ratio": "Float64",  # fp32 gradient allreduce bytes per step / bytes_per_step
+    "target_accuracy": "Float64",  # held-out accuracy (fraction) a time-to-accuracy run aims at
+    "steps_to_target": "Int64",  # training steps (warm-up included) until the first evaluation >= target
+    "time_to_target_s": "Float64",  # training seconds until then (slowest rank per step, evaluation excluded)
+    "final_accuracy": "Float64",  # held-out accuracy (fraction) of the final model
+    "accuracy_curve": "string",  # JSON list of [step, held-out accuracy, held-out loss], rank 0's model
     "weights_consistent": "boolean",
     "weights_checksum": "string",
     "parameters": "Int64",

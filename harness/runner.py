@@ -38,7 +38,8 @@ def new_sweep_id() -> str:
 DRY_RUN_ALWAYS = frozenset({"slurm", "kubernetes"})
 
 # A run that ended with one of these has its result; --resume does not run it again.
-COMPLETED = frozenset({Status.OK.value})
+# A diverged run is a result too (it learned nothing, with this seed and these options).
+COMPLETED = frozenset({Status.OK.value, Status.DIVERGED.value})
 
 
 def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None = None,
@@ -104,7 +105,7 @@ def skip_reason(spec: RunSpec) -> str | None:
     """Why ``spec`` cannot run here (unsupported combination, launcher or missing package), or None."""
     info = frameworks.get(spec.framework)
     missing = info.missing_modules(spec.workload)
-    return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.launcher)
+    return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.launcher, spec.device)
             or info.unsupported_numerics(spec.workload, spec.precision, spec.memory_format, spec.compile,
                                          spec.device)
             or launchers.unsupported_reason(spec.launcher, spec)
@@ -149,6 +150,8 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
     fields = collect.worker_facts(ranks, frameworks.get(spec.framework).requires[0])
     if status == Status.OK:
         fields.update(collect.measurement_fields(ranks, run_dir))
+    if status in (Status.OK, Status.DIVERGED):  # a diverged run still shows how far it got
+        fields.update(collect.accuracy_fields(ranks, spec.workload_options.get("target_accuracy")))
     return _row(spec, run_dir, sweep_id, status, reason, launch_s=outcome.seconds, **fields)
 
 
@@ -182,6 +185,7 @@ def _row(spec: RunSpec, run_dir: Path, sweep_id: str, status: Status, reason: st
         "sample_unit": WORKLOADS[spec.workload].sample_unit,
         "timestamp": provenance.utc_now(),
         "spec": json.dumps(spec.to_json(), sort_keys=True),
+        "strategy_options": json.dumps(dict(spec.strategy_options), sort_keys=True),
         "run_dir": str(run_dir),
         **provenance.machine(),
         **fields,

@@ -9,6 +9,7 @@ Layout of a scenario file::
     [[include]]                    # extra combinations (axis = value)
     [[exclude]]                    # combinations to drop (axis = value, all must match)
     [workload_options.<workload>]  # per-workload option overrides
+    [strategy_options.<strategy>]  # per-strategy options (harness.strategies)
     [launcher_options.<launcher>]  # a launcher's settings (hosts, partition, image, ...)
 """
 
@@ -20,10 +21,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import frameworks
-from harness import config, launchers, network
+from harness import config, launchers, network, strategies
 from harness.axes import Compile, Device, MemoryFormat, Precision, Size, Storage, Strategy, Workload
 from harness.config import Where
-from harness.errors import UserError
 from harness.workloads import WORKLOADS
 
 SCENARIO_FORMAT = 1
@@ -72,12 +72,13 @@ class Scenario:
     description: str = ""
     include: tuple[Mapping[str, Any], ...] = ()
     exclude: tuple[Mapping[str, Any], ...] = ()
-    workload_options: Mapping[Workload, Mapping[str, int]] = field(default_factory=dict)
+    workload_options: Mapping[Workload, Mapping[str, int | float]] = field(default_factory=dict)
     launcher_options: Mapping[str, Any] = field(default_factory=dict)  # launcher name -> its Options
+    strategy_options: Mapping[Strategy, Any] = field(default_factory=dict)  # frozen options per strategy
 
 
 TOP_LEVEL_KEYS = ["format", "name", "description", "settings", "matrix", "include", "exclude",
-                  "workload_options", "launcher_options"]
+                  "workload_options", "launcher_options", "strategy_options"]
 
 
 def load(path: str | Path) -> Scenario:
@@ -113,9 +114,10 @@ def parse(doc: Mapping[str, Any], file: str, default_name: str = "scenario") -> 
     exclude = _rules(doc.get("exclude", []), where, "exclude")
     options = _workload_options(doc.get("workload_options", {}), where.sub("workload_options"))
     launcher_options = _launcher_options(doc.get("launcher_options", {}), where.sub("launcher_options"))
+    strategy_options = strategies.parse_options(doc.get("strategy_options", {}), where.sub("strategy_options"))
     scenario = Scenario(name=name, path=file, settings=settings, matrix=matrix, description=description,
                         include=include, exclude=exclude, workload_options=options,
-                        launcher_options=launcher_options)
+                        launcher_options=launcher_options, strategy_options=strategy_options)
     from harness.matrix import expand  # validates sizes of the expanded runs
     expand(scenario)
     return scenario
@@ -182,16 +184,21 @@ def _complete_include(combo: dict[str, Any], matrix: Matrix, where: Where) -> di
     return combo
 
 
-def _workload_options(value: Any, where: Where) -> dict[Workload, dict[str, int]]:
+def _workload_options(value: Any, where: Where) -> dict[Workload, dict[str, int | float]]:
+    """Overrides of workload options; each is converted to the type of the option's preset value
+    (counts and sizes are integers >= 1, rates and targets numbers >= 0)."""
     table = config.expect_table(value, Where(where.file), "workload_options")
     result = {}
     for name, overrides in table.items():
         workload = config.convert(name, Workload, where, name)
         overrides = config.expect_table(overrides, where, name)
         sub = where.sub(name)
-        known = WORKLOADS[workload].presets[Size.FULL]
+        presets = WORKLOADS[workload].presets
+        known = presets.get(Size.FULL) or next(iter(presets.values()))
         config.check_keys(overrides, known, sub)
-        result[workload] = {k: config.convert(v, int, sub, k, {"min": 1}) for k, v in overrides.items()}
+        result[workload] = {
+            k: config.convert(v, type(known[k]), sub, k, {"min": 1} if type(known[k]) is int else {"min": 0})
+            for k, v in overrides.items()}
     return result
 
 

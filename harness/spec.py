@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness.axes import Compile, Device, MemoryFormat, Precision, Size, Storage, Strategy, Workload
 
-SPEC_FORMAT = 1
+SPEC_FORMAT = 2  # 2: strategy_options
 
 # The dimensions that identify a configuration (repeats of it share them).
 CONFIG_COLUMNS = ("scenario", "framework", "workload", "size", "nodes", "procs_per_node",
@@ -27,7 +27,7 @@ class RunSpec:
     framework: str
     workload: Workload
     size: Size
-    workload_options: Mapping[str, int]
+    workload_options: Mapping[str, int | float]
     nodes: int
     procs_per_node: int
     batch_per_worker: int
@@ -45,6 +45,7 @@ class RunSpec:
     precision: Precision = Precision.FP32
     memory_format: MemoryFormat = MemoryFormat.CONTIGUOUS
     compile: Compile = Compile.OFF
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)  # harness.strategies, resolved
 
     @property
     def world_size(self) -> int:
@@ -71,7 +72,7 @@ class RunSpec:
     def config_id(self) -> str:
         """A stable short id of the configuration (options included), equal across repeats."""
         key = {**self.dimensions(), "workload_options": dict(self.workload_options), "seed": self.seed,
-               "launcher_options": dict(self.launcher_options)}
+               "launcher_options": dict(self.launcher_options), "strategy_options": dict(self.strategy_options)}
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:

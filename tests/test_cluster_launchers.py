@@ -11,7 +11,7 @@ import yaml
 
 from harness import scenario
 from harness.errors import UserError
-from harness.launchers import LaunchRequest, get, kubernetes, slurm
+from harness.launchers import LaunchRequest, get, slurm
 from harness.runner import dry_run
 from tests.test_launchers import spec
 

@@ -4,7 +4,6 @@ killed with SIGKILL or interrupted with Ctrl-C; a sweep resumed. Nothing is mock
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

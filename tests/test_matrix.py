@@ -78,3 +78,40 @@ def test_world_and_global_batch(write_scenario):
     sc = scenario.load(write_scenario(BASE.replace("procs_per_node = [1, 2]", "nodes = 2\nprocs_per_node = 4")))
     run = expand(sc)[0]
     assert run.world_size == 8 and run.global_batch == 8 * run.batch_per_worker
+
+
+STRATEGIES = """
+name = "strategies"
+[settings]
+warmup_steps = 0
+measured_steps = 3
+repeats = 1
+[matrix]
+framework = "torch_ddp"
+workload = "digits"
+procs_per_node = 2
+strategy = ["allreduce", "onebit", "local_sgd", "bmuf"]
+[strategy_options.onebit]
+error_feedback = false
+[strategy_options.bmuf]
+block_steps = 8
+block_momentum = 0.875
+"""
+
+
+def test_strategy_options_reach_the_specs(write_scenario):
+    runs = {r.strategy.value: r for r in expand(scenario.load(write_scenario(STRATEGIES)))}
+    assert runs["allreduce"].strategy_options == {}
+    assert runs["onebit"].strategy_options == {"error_feedback": False}
+    assert runs["local_sgd"].strategy_options == {"tau": 4}  # the default
+    assert runs["bmuf"].strategy_options == {"block_steps": 8, "block_momentum": 0.875, "block_lr": 1.0,
+                                             "nesterov": True}
+    assert runs["onebit"].workload_options["target_accuracy"] == 0.93
+
+
+def test_strategy_options_are_part_of_the_config_id(write_scenario):
+    on = expand(scenario.load(write_scenario(STRATEGIES.replace("error_feedback = false", "error_feedback = true"))))
+    off = expand(scenario.load(write_scenario(STRATEGIES, name="off.toml")))
+    ids = lambda runs: {r.strategy.value: r.config_id() for r in runs}  # noqa: E731
+    assert ids(on)["onebit"] != ids(off)["onebit"]
+    assert ids(on)["allreduce"] == ids(off)["allreduce"]

@@ -45,3 +45,26 @@ def test_mean_ci95_by_hand():
     half = 4.303 * 2 / math.sqrt(3)
     assert low == pytest.approx(12 - half) and high == pytest.approx(12 + half)
     assert all(math.isnan(v) for v in metrics.mean_ci95([5.0]))
+
+
+def test_convergence_guard_non_finite():
+    assert metrics.convergence_problem([2.0, float("nan"), 1.0]) == "loss is nan at measured step 1"
+    assert "inf" in metrics.convergence_problem([2.0, 1.0, float("inf")])
+
+
+def test_convergence_guard_trend_needs_enough_steps():
+    flat = [1.0] * 12
+    # first quarter (3 steps) mean 1.0, last quarter mean 1.0: not below -> diverged
+    assert metrics.convergence_problem(flat).startswith("loss did not decrease: mean of the last 3 steps 1")
+    assert metrics.convergence_problem(flat[:9]) is None  # too few steps to judge a trend
+    falling = [3.0, 2.0, 2.5, 1.0, 1.5, 1.2, 1.1, 0.9, 1.0, 0.8, 0.7, 0.9]
+    assert metrics.convergence_problem(falling) is None  # 2.5 -> 0.8: noisy but decreasing
+    assert metrics.convergence_problem(falling[::-1]) is not None
+
+
+def test_time_to_target_by_hand():
+    curve = [(2, 0.5), (4, 0.91), (6, 0.95)]
+    seconds = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    assert metrics.time_to_target(curve, seconds, 0.9) == (4, pytest.approx(1.0))
+    assert metrics.time_to_target(curve, seconds, 0.95) == (6, pytest.approx(2.1))
+    assert metrics.time_to_target(curve, seconds, 0.99) == (None, None)

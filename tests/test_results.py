@@ -22,7 +22,7 @@ def test_round_trip_parquet_and_csv(tmp_path):
     assert list(table.columns) == list(results.COLUMNS)
     back = results.load(tmp_path)
     pd.testing.assert_frame_equal(back, table)
-    assert back["schema_version"].tolist() == [1, 1]
+    assert back["schema_version"].tolist() == [results.SCHEMA_VERSION] * 2
     assert back.loc[0, "throughput"] == 123.5 and pd.isna(back.loc[1, "throughput"])
     csv = pd.read_csv(tmp_path / results.CSV)
     assert csv["run_id"].tolist() == ["s1/0000", "s1/0001"]

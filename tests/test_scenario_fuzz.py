@@ -7,6 +7,7 @@ from harness import scenario
 from harness.errors import UserError
 
 KEYS = ["format", "name", "description", "settings", "matrix", "include", "exclude", "workload_options",
+        "strategy_options", "onebit", "bmuf", "digits", "error_feedback", "tau", "block_momentum", "lr",
         "framework", "workload", "size", "nodes", "procs_per_node", "batch_per_worker", "strategy", "storage",
         "warmup_steps", "measured_steps", "repeats", "timeout_s", "device", "seed", "resnet50", "bert",
         "image_size", "num_layers", "bogus"]

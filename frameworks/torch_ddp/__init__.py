@@ -9,9 +9,13 @@ INFO = FrameworkInfo(
     launchers=("torchrun", "mpirun", "slurm", "kubernetes"),
     worker_module="frameworks.torch_ddp.worker",
     requires=("torch",),
-    workload_requires={Workload.BERT: ("transformers",)},
-    workloads=(Workload.RESNET50, Workload.BERT),
-    strategies=(Strategy.ALLREDUCE,),
+    workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
+    # DDP communication hooks and torch.distributed.algorithms building blocks (strategies.py)
+    strategies=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.BMUF, Strategy.LOCAL_SGD, Strategy.FP16,
+                Strategy.BF16, Strategy.POWERSGD),
+    # bf16_compress_hook needs NCCL (>= 2.10) on CUDA; gloo on CPU has no bf16 allreduce path here.
+    strategy_devices={Strategy.BF16: (Device.CUDA,)},
     storage=(Storage.SYNTHETIC,),
     devices=(Device.CPU, Device.CUDA),
     precisions=tuple(Precision),

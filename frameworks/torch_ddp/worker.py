@@ -10,11 +10,10 @@ import time
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
-from frameworks.torch_ddp import numerics
+from frameworks.torch_ddp import digits, numerics, strategies
 from frameworks.torch_ddp.models import ResNet50, build_bert, parameter_count
-from harness.axes import Compile, Device, Workload
+from harness.axes import Compile, Device, Strategy, Workload
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
 from harness.spec import RunSpec
@@ -31,6 +30,8 @@ def resolve_device(requested: Device) -> str:
 def build_model(spec: RunSpec) -> nn.Module:
     if spec.workload == Workload.RESNET50:
         return ResNet50(spec.workload_options["num_classes"])
+    if spec.workload == Workload.DIGITS:
+        return digits.build_model(spec.workload_options)
     return build_bert(spec.workload_options)
 
 
@@ -56,7 +57,10 @@ def synthetic_batch(spec: RunSpec, rank: int, device: torch.device) -> dict[str,
 
 
 def make_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
-    """SGD with momentum for ResNet (Goyal et al.), AdamW for BERT (Devlin et al.)."""
+    """SGD with momentum for ResNet (Goyal et al.) and digits, AdamW for BERT (Devlin et al.)."""
+    if spec.workload == Workload.DIGITS:
+        return torch.optim.SGD(model.parameters(), lr=spec.workload_options["lr"],
+                               momentum=spec.workload_options["momentum"])
     if spec.workload == Workload.RESNET50:
         return torch.optim.SGD(model.parameters(), lr=0.1 * spec.global_batch / 256, momentum=0.9,
                                weight_decay=1e-4)
@@ -66,6 +70,8 @@ def make_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
 def loss_of(spec: RunSpec, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     if spec.workload == Workload.RESNET50:
         return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
+    if spec.workload == Workload.DIGITS:
+        return nn.functional.cross_entropy(model(batch["x"]), batch["y"])
     return model(**batch).loss
 
 
@@ -107,6 +113,10 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     device_kind = resolve_device(spec.device)
     numerics.check_device(spec, device_kind)
     numerics.set_matmul_precision(spec)
+    if spec.strategy == Strategy.BF16 and device_kind != "cuda":
+        # device "auto" found no GPU; the harness refuses device "cpu" before launching
+        events.emit("skip", reason="strategy bf16 needs CUDA and NCCL (bf16_compress_hook); no GPU here")
+        return
     if device_kind == "cuda":
         torch.cuda.set_device(local_rank)
     device = torch.device(device_kind, local_rank) if device_kind == "cuda" else torch.device("cpu")
@@ -117,20 +127,36 @@ def main(spec: RunSpec, events: EventWriter) -> None:
 
     torch.manual_seed(spec.seed)
     model = numerics.to_memory_format(spec, build_model(spec).to(device))
-    ddp = DDP(model, device_ids=[local_rank] if device_kind == "cuda" else None)
-    optimizer = make_optimizer(spec, ddp)
-    batch = numerics.batch_to_memory_format(spec, synthetic_batch(spec, rank, device))
-    trained = numerics.maybe_compile(spec, ddp)
+    strategy = strategies.build(spec.strategy, dict(spec.strategy_options), model,
+                                [local_rank] if device_kind == "cuda" else None)
+    optimizer = make_optimizer(spec, strategy.module)
+    if spec.workload == Workload.DIGITS:
+        data = digits.load(device)
+        stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
+        next_batch = lambda: next(stream)  # noqa: E731
+    else:
+        batch = numerics.batch_to_memory_format(spec, synthetic_batch(spec, rank, device))
+        next_batch = lambda: batch  # noqa: E731
+    trained = numerics.maybe_compile(spec, strategy.module)
     scaler = numerics.grad_scaler(spec, device_kind)
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         with numerics.autocast(spec, device_kind):
-            loss = loss_of(spec, trained, batch)
+            loss = loss_of(spec, trained, next_batch())
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
+        strategy.after_step()
         return loss.detach()
+
+    bytes_after = [0]  # cumulative bytes sent after each step (index = steps done)
+
+    def between_steps(done: int) -> None:
+        bytes_after.append(strategy.bytes_sent)
+        if spec.workload == Workload.DIGITS and done % int(spec.workload_options["eval_every"]) == 0:
+            accuracy, loss = digits.evaluate(model, data)
+            events.emit("eval", step=done, accuracy=accuracy, loss=loss)
 
     sync = torch.cuda.synchronize if device_kind == "cuda" else (lambda: None)
     if spec.compile == Compile.ON:  # compilation happens in the first call: time it apart, before warm-up
@@ -140,7 +166,14 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         events.emit("compile", seconds=time.perf_counter() - t0)
     run_measured_loop(step, sync=sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
                       measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
-                      events=events, loss_value=lambda t: float(t.item()))
-    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model))
+                      events=events, loss_value=lambda t: float(t.item()), between_steps=between_steps)
+    measured_bytes = bytes_after[-1] - bytes_after[spec.warmup_steps]
+    events.emit("comm", bytes_per_step=measured_bytes / spec.measured_steps,
+                dense_bytes_per_step=strategy.dense_bytes_per_step)
+    strategy.finish()  # model-averaging strategies: the final consensus model on every rank
+    facts = {}
+    if spec.workload == Workload.DIGITS:
+        facts["final_accuracy"] = digits.evaluate(model, data)[0]
+    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model), **facts)
     dist.barrier()
     dist.destroy_process_group()

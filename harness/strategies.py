@@ -1,0 +1,87 @@
+"""The options of each training strategy, as data (no framework imported here).
+
+A scenario overrides them per strategy in ``[strategy_options.<name>]``; the
+resolved options travel to the workers in the spec as a plain mapping. Unknown
+keys and out-of-range values are errors, as everywhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from harness import config
+from harness.axes import Strategy
+from harness.config import Where
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """Strategies without options (allreduce, fp16, bf16)."""
+
+
+@dataclass(frozen=True)
+class OnebitOptions:
+    """1-bit SGD (Seide et al. 2014): every gradient column is sent as one bit per value plus the
+    column's mean of positives and mean of negatives."""
+
+    error_feedback: bool = True  # keep each worker's quantization error and add it to the next gradient
+
+
+@dataclass(frozen=True)
+class BmufOptions:
+    """Blockwise model-update filtering (Chen and Huo 2016).
+
+    Every ``block_steps`` local steps the workers' models are averaged; the block's averaged
+    update G is filtered: delta = block_momentum * delta + block_lr * G; global += delta.
+    Chen and Huo recommend block_momentum = 1 - 1/workers and block_lr = 1.
+    """
+
+    block_steps: int = field(default=4, metadata={"min": 1})  # local steps per block (tau)
+    block_momentum: float = field(default=0.5, metadata={"min": 0.0, "max": 0.999})
+    block_lr: float = field(default=1.0, metadata={"min": 0.0})
+    nesterov: bool = True  # start each block from global + block_momentum * delta (NBM)
+
+
+@dataclass(frozen=True)
+class LocalSgdOptions:
+    """Parameter averaging every ``tau`` local steps (SparkNet, Moritz et al. 2016)."""
+
+    tau: int = field(default=4, metadata={"min": 1})  # local SGD steps between averagings
+
+
+@dataclass(frozen=True)
+class PowerSgdOptions:
+    """PyTorch's PowerSGD hook (Vogels et al. 2019)."""
+
+    rank: int = field(default=2, metadata={"min": 1})  # matrix approximation rank
+    start_iter: int = field(default=2, metadata={"min": 2})  # plain allreduce before this step (>= 2)
+    error_feedback: bool = True
+
+
+OPTIONS: dict[Strategy, type] = {
+    Strategy.ALLREDUCE: NoOptions,
+    Strategy.ONEBIT: OnebitOptions,
+    Strategy.BMUF: BmufOptions,
+    Strategy.LOCAL_SGD: LocalSgdOptions,
+    Strategy.FP16: NoOptions,
+    Strategy.BF16: NoOptions,
+    Strategy.POWERSGD: PowerSgdOptions,
+}
+
+
+def parse_options(value: Any, where: Where) -> dict[Strategy, Any]:
+    """``[strategy_options.<name>]`` tables -> one frozen options object per strategy named."""
+    table = config.expect_table(value, Where(where.file), "strategy_options")
+    parsed = {}
+    for name, overrides in table.items():
+        strategy = config.convert(name, Strategy, where, name)
+        parsed[strategy] = config.build(OPTIONS[strategy], config.expect_table(overrides, where, name),
+                                        where.sub(name))
+    return parsed
+
+
+def resolved(strategy: Strategy, overrides: Mapping[Strategy, Any]) -> dict[str, Any]:
+    """The options of ``strategy`` for one run (defaults unless overridden), as a plain mapping."""
+    return dataclasses.asdict(overrides.get(strategy) or OPTIONS[strategy]())

@@ -1,0 +1,51 @@
+"""The report's summary and charts from hand-made rows (no runs)."""
+
+import json
+import math
+
+import pytest
+
+from harness import report, results
+
+
+def _row(strategy, repeat, **kw):
+    row = {"schema_version": results.SCHEMA_VERSION, "sweep_id": "s", "run_id": f"s/{strategy}{repeat}",
+           "scenario": "x", "framework": "torch_ddp", "workload": "digits", "size": "small", "nodes": 1,
+           "procs_per_node": 2, "world_size": 2, "batch_per_worker": 16, "strategy": strategy,
+           "storage": "synthetic", "device_requested": "cpu", "device": "cpu", "repeat": repeat, "status": "ok",
+           "sample_unit": "images", "throughput": 100.0 + repeat, "step_times_s": json.dumps([0.01, 0.02]),
+           "weights_consistent": True, "timestamp": "2026-01-01T00:00:00+00:00"}
+    row.update(kw)
+    return row
+
+
+def test_plain_sweep_is_reported_as_before():
+    summary = report.summarize(results.to_frame([_row("allreduce", 0, bytes_per_step=400.0,
+                                                      compression_ratio=1.0)]))
+    assert not report.compares_strategies(summary)
+
+
+def test_strategy_summary_and_chart(tmp_path):
+    curve = json.dumps([[10, 0.5, 1.0], [20, 0.95, 0.2]])
+    rows = [
+        _row("allreduce", 0, bytes_per_step=400.0, compression_ratio=1.0, target_accuracy=0.93, steps_to_target=20,
+             time_to_target_s=0.4, final_accuracy=0.95, accuracy_curve=curve),
+        _row("allreduce", 1, bytes_per_step=400.0, compression_ratio=1.0, target_accuracy=0.93, steps_to_target=40,
+             time_to_target_s=0.8, final_accuracy=0.97, accuracy_curve=curve),
+        _row("onebit", 0, bytes_per_step=30.0, compression_ratio=13.3, target_accuracy=0.93, final_accuracy=0.88,
+             accuracy_curve=json.dumps([[10, 0.5, 1.0], [20, 0.88, 0.4]])),  # never reached the target
+        _row("onebit", 1, status="diverged", reason="loss is nan at measured step 3", throughput=None),
+        _row("bf16", 0, status="skipped", reason="needs CUDA", throughput=None, device=None),
+    ]
+    summary = report.summarize(results.to_frame(rows)).set_index("strategy")
+    assert report.compares_strategies(summary.reset_index())
+    assert summary.loc["allreduce", "time_to_target_s"] == pytest.approx(0.6) and summary.loc["allreduce", "steps_to_target"] == 30
+    assert summary.loc["allreduce", "final_accuracy"] == 0.96 and summary.loc["allreduce", "reached"] == 2
+    assert summary.loc["onebit", "reached"] == 0 and summary.loc["onebit", "evaluated"] == 1
+    assert math.isnan(summary.loc["onebit", "time_to_target_s"])
+    assert summary.loc["onebit", "ok"] == 1 and "diverged" in summary.loc["onebit", "status"]
+    assert report._to_target(summary.loc["onebit"]).startswith("[red]not reached")
+    assert summary.loc["onebit", "compression_ratio"] == 13.3
+    path = report.plot_strategies(summary.reset_index(), tmp_path / "s.png")
+    assert path.stat().st_size > 10_000
+    assert report.plot(summary.reset_index(), tmp_path / "t.png").exists()  # the throughput chart still works
