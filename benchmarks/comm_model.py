@@ -44,14 +44,15 @@ def comm_section(table) -> list[str]:
 
 def check_section(check) -> list[str]:
     lines = ["\n### Scaling model vs measurement on this machine (rosetta project --check)\n",
-             "Ring allreduce of float32 gradients, T_N = T_1 + alpha + bytes / beta (fit above), no overlap; "
+             "The run's strategy as an exchange (allreduce: ring of float32 gradients, t = alpha + bytes / beta, "
+             "fit shown), T_N = T_1 + exchange time, no overlap; "
              "T_1 and the measured throughput are medians over the repeats of one `rosetta run` sweep.\n",
              "| workload | batch/worker | nodes x procs | network | fit | T_1 ms | allreduce ms | T_N ms predicted | T_N ms measured | "
              "predicted samples/s | measured samples/s | error |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in check.dropna(subset=["error"]).iterrows():
         network = "-" if pd.isna(r.get("network")) else r["network"]
-        lines.append(f"| {r['workload']}/{r['size']} | {r['batch_per_worker']} | {r['nodes']}x{r['world_size'] // r['nodes']} | "
+        lines.append(f"| {r['workload']}/{r['size']} {r['strategy']} | {r['batch_per_worker']} | {r['nodes']}x{r['world_size'] // r['nodes']} | "
                      f"{network} | "
                      f"{r['backend']} x{int(r['fit_world_size'])}: {r['alpha_s'] * 1e6:.0f} us + B / "
                      f"{r['beta_GBps']:.2f} GB/s | {r['step_time_1_s'] * 1e3:.0f} | {r['comm_time_s'] * 1e3:.1f} | "

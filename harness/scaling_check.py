@@ -59,9 +59,34 @@ def gradient_bytes(rows: pd.DataFrame, workload: str, size: str) -> float | None
 
 
 # What must match between a multi-worker configuration and the single-worker run it is predicted from
-# (launcher and network may differ: one worker has no network to cap).
-BASE_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "strategy", "storage", "batch_per_worker",
+# (launcher and network may differ: one worker has no network to cap; the strategy preferably matches,
+# else the plain allreduce run gives the single-worker step time).
+BASE_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "storage", "batch_per_worker",
              "device", "sample_unit"]
+
+# A training strategy (harness.axes.Strategy) as the model's exchange: the algorithm, the share of the
+# float32 gradient bytes sent, and the option naming the steps between exchanges (local SGD, BMUF).
+STRATEGY_MODEL: dict[str, tuple[CommAlgorithm, float, str | None]] = {
+    "allreduce": (CommAlgorithm.RING, 1.0, None),
+    "fp16": (CommAlgorithm.RING, 0.5, None),
+    "bf16": (CommAlgorithm.RING, 0.5, None),
+    "onebit": (CommAlgorithm.ONEBIT, 1.0, None),
+    "local_sgd": (CommAlgorithm.LOCAL_SGD, 1.0, "tau"),
+    "bmuf": (CommAlgorithm.LOCAL_SGD, 1.0, "block_steps"),
+}
+
+
+def _strategy_tau(results: pd.DataFrame, option: str | None) -> int:
+    """The steps between exchanges from the rows' resolved strategy options (1 without such an option)."""
+    import json
+
+    if option is None or "strategy_options" not in results:
+        return 1
+    for text in results["strategy_options"].dropna():
+        value = json.loads(text).get(option)
+        if value:
+            return int(value)
+    return 1
 
 
 def capped_link(link: Link, network_value: str | None) -> Link:
@@ -74,11 +99,11 @@ def capped_link(link: Link, network_value: str | None) -> Link:
     return Link(link.latency_s, min(link.bandwidth_Bps, cap))
 
 
-def check(results: pd.DataFrame, comm: pd.DataFrame,
-          algorithms: tuple[CommAlgorithm, ...] = (CommAlgorithm.RING,), overlap: float = 0.0) -> pd.DataFrame:
+def check(results: pd.DataFrame, comm: pd.DataFrame, overlap: float = 0.0) -> pd.DataFrame:
     """Per measured multi-worker configuration with a single-worker run in the same sweep (same model,
     batch and device): the predicted and measured throughput and efficiency, and the prediction error.
-    A run with a ``network`` cap is predicted with the fitted link's bandwidth held to the cap."""
+    The exchange follows the run's strategy (STRATEGY_MODEL); a run with a ``network`` cap is predicted
+    with the fitted link's bandwidth held to the cap."""
     fits = allreduce_fits(comm)
     summary = report.summarize(results)
     out: list[dict[str, Any]] = []
@@ -86,39 +111,48 @@ def check(results: pd.DataFrame, comm: pd.DataFrame,
         return pd.DataFrame(out)
     measured = summary[summary["throughput_median"].notna()]
     for _, group in measured.groupby(BASE_KEYS, dropna=False):
-        single = group[group["world_size"] == 1]
-        if single.empty:
+        singles = group[group["world_size"] == 1]
+        if singles.empty:
             continue
-        base = single.iloc[0]
-        step_1 = base["batch_per_worker"] / base["throughput_median"]
-        keys = {k: base[k] for k in BASE_KEYS}
-        mask = (results["sweep_id"] == base["sweep_id"]) & (results["workload"] == base["workload"]) & \
-               (results["size"] == base["size"])
-        grad = gradient_bytes(results[mask], str(base["workload"]), str(base["size"]))
-        backend = backend_of(str(base["device"]))
+        first = singles.iloc[0]
+        keys = {k: first[k] for k in BASE_KEYS}
+        mask = (results["sweep_id"] == first["sweep_id"]) & (results["workload"] == first["workload"]) & \
+               (results["size"] == first["size"])
+        grad = gradient_bytes(results[mask], str(first["workload"]), str(first["size"]))
+        backend = backend_of(str(first["device"]))
         for _, row in group[group["world_size"] > 1].iterrows():
+            strategy = str(row["strategy"])
+            same = singles[singles["strategy"] == strategy]
+            base = (same if len(same) else singles[singles["strategy"] == "allreduce"]
+                    if (singles["strategy"] == "allreduce").any() else singles).iloc[0]
+            step_1 = base["batch_per_worker"] / base["throughput_median"]
             world = int(row["world_size"])
             net_value = row["network"] if "network" in row and not pd.isna(row["network"]) else None
             fit, fit_world = _nearest_fit(fits, backend, world)
             measured_tp = row["throughput_median"]
-            for algorithm in algorithms:
-                entry = {**keys, "world_size": world, "nodes": int(row["nodes"]), "network": net_value,
-                         "backend": backend, "algorithm": algorithm.value, "step_time_1_s": step_1,
-                         "gradient_bytes": grad, "measured_throughput": measured_tp,
-                         "measured_efficiency": measured_tp / (world * base["throughput_median"]),
-                         # per-worker step time implied by the measured throughput: T_N = N x batch / throughput
-                         "measured_step_s": world * row["batch_per_worker"] / measured_tp}
-                if fit is None or grad is None:
-                    entry["note"] = (f"no {backend} allreduce measurement: run `rosetta comm`" if fit is None
-                                     else "parameter count unknown")
-                    out.append(entry)
-                    continue
-                net = Network.single(capped_link(link_from_allreduce(fit, fit_world), net_value))
-                p = predict(step_1, int(row["batch_per_worker"]), grad, world, algorithm, net, overlap=overlap)
-                entry.update(fit_world_size=fit_world, overlap=overlap, alpha_s=fit.alpha_s, beta_GBps=fit.beta_Bps / 1e9,
-                             comm_time_s=p.comm_time_s, predicted_throughput=p.throughput,
-                             predicted_efficiency=p.efficiency, error=p.throughput / measured_tp - 1)
+            model = STRATEGY_MODEL.get(strategy)
+            entry = {**keys, "strategy": strategy, "world_size": world, "nodes": int(row["nodes"]),
+                     "network": net_value, "backend": backend, "step_time_1_s": step_1, "gradient_bytes": grad,
+                     "measured_throughput": measured_tp,
+                     "measured_efficiency": measured_tp / (world * base["throughput_median"]),
+                     # per-worker step time implied by the measured throughput: T_N = N x batch / throughput
+                     "measured_step_s": world * row["batch_per_worker"] / measured_tp}
+            if fit is None or grad is None or model is None:
+                entry["note"] = (f"no {backend} allreduce measurement: run `rosetta comm`" if fit is None
+                                 else "parameter count unknown" if grad is None
+                                 else f"no model of strategy {strategy}")
                 out.append(entry)
+                continue
+            algorithm, share, tau_option = model
+            tau = _strategy_tau(results[mask & (results["strategy"] == strategy)], tau_option)
+            net = Network.single(capped_link(link_from_allreduce(fit, fit_world), net_value))
+            p = predict(step_1, int(row["batch_per_worker"]), grad * share, world, algorithm, net, tau=tau,
+                        overlap=overlap)
+            entry.update(algorithm=algorithm.value, tau=tau, fit_world_size=fit_world, overlap=overlap,
+                         alpha_s=fit.alpha_s, beta_GBps=fit.beta_Bps / 1e9, comm_time_s=p.comm_time_s,
+                         predicted_throughput=p.throughput, predicted_efficiency=p.efficiency,
+                         error=p.throughput / measured_tp - 1)
+            out.append(entry)
     return pd.DataFrame(out)
 
 
@@ -133,14 +167,14 @@ def print_check(table: pd.DataFrame, console) -> None:
         console.print("scaling model check: no sweep has both a 1-worker and a multi-worker run measured")
         return
     overlap = table["overlap"].dropna().iloc[0] if "overlap" in table and table["overlap"].notna().any() else 0.0
-    out = Table(title="Scaling model vs measurement on this machine (ring allreduce, alpha-beta fit of "
-                      f"`rosetta comm`, T_N = T_1 + (1 - {overlap:g}) x t_allreduce(gradients))")
-    for col in ("workload", "batch/worker", "device", "world", "network", "backend", "T_1 ms", "gradient MB",
-                "allreduce ms", "T_N ms pred.", "T_N ms meas.", "predicted/s", "measured/s", "pred. eff.", "meas. eff.", "error"):
+    out = Table(title="Scaling model vs measurement on this machine (alpha-beta fit of `rosetta comm`, "
+                      f"T_N = T_1 + (1 - {overlap:g}) x exchange time of the run's strategy)")
+    for col in ("workload", "strategy", "batch/worker", "device", "world", "network", "backend", "T_1 ms", "gradient MB",
+                "exchange ms", "T_N ms pred.", "T_N ms meas.", "predicted/s", "measured/s", "pred. eff.", "meas. eff.", "error"):
         out.add_column(col, justify="right")
     for _, r in table.iterrows():
         has = "error" in r and not pd.isna(r.get("error"))
-        out.add_row(f"{r['workload']}/{r['size']}", str(r["batch_per_worker"]), str(r["device"]),
+        out.add_row(f"{r['workload']}/{r['size']}", str(r["strategy"]), str(r["batch_per_worker"]), str(r["device"]),
                     f"{r['nodes']}x{r['world_size'] // r['nodes']}",
                     "-" if pd.isna(r.get("network")) else str(r["network"]), r["backend"], f"{r['step_time_1_s'] * 1e3:.1f}",
                     "-" if r["gradient_bytes"] is None else f"{r['gradient_bytes'] / 1e6:.1f}",

@@ -109,3 +109,20 @@ def test_report_shows_the_prediction_error_once_comm_has_run(tmp_path, capsys, m
     assert cli.main(["report", "--results", str(tmp_path), "--sweep", "all"]) == 0
     out = capsys.readouterr().out
     assert "Scaling model vs measurement" in out and "-20%" in out and "mean absolute prediction error: 20%" in out
+
+
+def test_the_strategy_picks_the_exchange():
+    # fit: 1 ms + B / 1e9 over 2 ranks. T1 = 0.1 s (the allreduce single-worker run). Gradients 1e8 B.
+    # local_sgd, tau 4: (0.001 + 0.1) / 4 = 0.02525 s. onebit: 1e8/32 + ceil(25e6/512) x 8 = 3,515,632 B
+    # -> 0.001 + 0.003515632 s. fp16: half the bytes -> 0.051 s. powersgd: no model, said so.
+    def strategy_row(strategy, run, options=None):
+        return {**_training_row(2, 100.0, run), "strategy": strategy, "strategy_options": options}
+
+    table = results.to_frame([_training_row(1, 80.0, 0), strategy_row("local_sgd", 1, '{"tau": 4}'),
+                              strategy_row("onebit", 2), strategy_row("fp16", 3), strategy_row("powersgd", 4)])
+    out = check(table, comm_results.to_frame(_comm_rows(1e-3, 1e9))).set_index("strategy")
+    assert out.loc["local_sgd", "tau"] == 4 and out.loc["local_sgd", "comm_time_s"] == pytest.approx(0.02525)
+    assert out.loc["onebit", "comm_time_s"] == pytest.approx(0.001 + 3_515_632 / 1e9)
+    assert out.loc["fp16", "comm_time_s"] == pytest.approx(0.051)
+    assert out.loc["local_sgd", "step_time_1_s"] == pytest.approx(0.1)  # from the allreduce single-worker run
+    assert out.loc["powersgd", "note"] == "no model of strategy powersgd"
