@@ -2,7 +2,8 @@
 
 Same model, batch, optimizer and process settings as the torch_ddp worker, none of the
 harness's machinery: no event records, no per-step clock reads, no device syncs per step.
-Prints one JSON line: samples/s over the measured steps (global samples / slowest rank's time).
+Prints one JSON line: samples/s over the measured steps (global samples / slowest rank's time),
+that time (s) and when rank 0's measured window began (Unix seconds).
 """
 
 import json
@@ -34,6 +35,7 @@ def main(spec_file: str) -> None:
     for _ in range(spec.warmup_steps):
         step()
     dist.barrier()
+    start_unix = time.time()
     start = time.perf_counter()
     for _ in range(spec.measured_steps):
         step()
@@ -41,7 +43,8 @@ def main(spec_file: str) -> None:
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     if rank == 0:
         samples = spec.batch_per_worker * spec.measured_steps * dist.get_world_size()
-        print(json.dumps({"throughput": samples / elapsed.item()}), flush=True)
+        print(json.dumps({"throughput": samples / elapsed.item(), "window_s": elapsed.item(),
+                          "start_time": start_unix}), flush=True)
     dist.destroy_process_group()
 
 

@@ -75,3 +75,29 @@ class Status(str, Enum):
 def values(enum: type[Enum]) -> list[str]:
     """The allowed string values of an enum, for error messages."""
     return [member.value for member in enum]
+
+
+class Collective(str, Enum):
+    """Collectives measured by ``rosetta comm`` (harness/comm_spec.py)."""
+
+    ALLREDUCE = "allreduce"
+    BROADCAST = "broadcast"
+    ALLGATHER = "allgather"
+
+
+class Backend(str, Enum):
+    """Communication backends ``rosetta comm`` knows; those absent here give ``skipped`` rows."""
+
+    GLOO = "gloo"
+    NCCL = "nccl"
+    MPI = "mpi"
+    HOROVOD = "horovod"
+
+
+class CommAlgorithm(str, Enum):
+    """How gradients are exchanged in the scaling model (harness/scaling_model.py)."""
+
+    RING = "ring"  # ring allreduce over every worker
+    HIERARCHICAL = "hierarchical"  # ring within each node, ring across nodes, ring within each node
+    ONEBIT = "onebit"  # 1-bit SGD: signs (1/32 of the bytes) plus per-bucket scales, exchanged hierarchically
+    LOCAL_SGD = "local_sgd"  # full (hierarchical) allreduce every tau steps (model averaging)

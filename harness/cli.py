@@ -63,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", help="sweep id to report (default: the latest; 'all' for every sweep)")
     p.add_argument("--chart", type=Path, help="chart PNG path (default: RESULTS/report-<sweep>.png)")
     p.set_defaults(handler=cmd_report)
+
+    from harness import cli_perf  # rosetta comm, rosetta project
+
+    cli_perf.add_parsers(sub)
     return parser
 
 
@@ -240,6 +244,9 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     if report.compares_strategies(summary):
         console.print(f"strategies chart: {report.plot_strategies(summary, path.with_name(path.stem + '-strategies.png'))}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
+    from harness.cli_perf import print_scaling_check  # the scaling model's error, once `rosetta comm` has run
+
+    print_scaling_check(results_dir, console, table=table)
 
 
 if __name__ == "__main__":

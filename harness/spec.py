@@ -97,4 +97,8 @@ def read_spec_file(path: str | Path) -> tuple[RunSpec, Path]:
     doc = json.loads(Path(path).read_text())
     if doc.get("format") != SPEC_FORMAT:
         raise ValueError(f"{path}: spec format {doc.get('format')!r}, this worker reads {SPEC_FORMAT}")
+    if doc.get("kind") == "comm":  # a collective microbenchmark (rosetta comm), not a training run
+        from harness.comm_spec import CommSpec
+
+        return CommSpec.from_json(doc["comm"]), Path(doc["out_dir"])  # type: ignore[return-value]
     return RunSpec.from_json(doc["run"]), Path(doc["out_dir"])
