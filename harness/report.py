@@ -19,13 +19,22 @@ SERIES_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "strateg
 CONFIG_KEYS = SERIES_KEYS + ["nodes", "procs_per_node", "world_size"]
 
 
+def latest_attempts(table: pd.DataFrame) -> pd.DataFrame:
+    """Each repeat of each configuration of each sweep once: its last attempt (the others stay in the table)."""
+    keys = ["sweep_id", "config_id", "repeat"]
+    ordered = table.sort_values("timestamp", kind="stable")
+    identified = ordered[keys].notna().all(axis=1)  # rows without their identity are each their own
+    latest = ordered[identified].drop_duplicates(keys, keep="last")
+    return pd.concat([latest, ordered[~identified]]).sort_index().copy()
+
+
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: repeats, median throughput (samples/s) with a 95% CI of the
     mean, pooled per-step p50/p90 (s), and scaling efficiency against the smallest world size
-    measured in the same sweep and series."""
+    measured in the same sweep and series. A repeat run again (``--resume``) counts once: its last attempt."""
     if table.empty:
         return pd.DataFrame(columns=CONFIG_KEYS)
-    table = table.copy()
+    table = latest_attempts(table)
     table["device"] = table["device"].fillna(table["device_requested"])
     out = []
     for keys, group in table.groupby(CONFIG_KEYS, dropna=False, sort=True):
@@ -294,6 +303,9 @@ def plot_strategies(summary: pd.DataFrame, path: Path) -> Path:
             ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
         for ax in (ax_tp, ax_bytes, ax_tta, ax_curve):
             ax.grid(alpha=0.3)
+        if not (data["evaluated"] > 0).any():  # a throughput-only workload: no accuracy to chart
+            ax_tta.set_visible(False)
+            ax_curve.set_visible(False)
     fig.suptitle("Rosetta: training strategies side by side (runs that failed, diverged or were skipped have no bar)")
     fig.tight_layout()
     path = Path(path)

@@ -49,3 +49,19 @@ def test_strategy_summary_and_chart(tmp_path):
     path = report.plot_strategies(summary.reset_index(), tmp_path / "s.png")
     assert path.stat().st_size > 10_000
     assert report.plot(summary.reset_index(), tmp_path / "t.png").exists()  # the throughput chart still works
+
+
+def test_a_resumed_repeat_counts_once_its_last_attempt():
+    from harness import results
+    from harness.report import summarize
+
+    base = {"schema_version": results.SCHEMA_VERSION, "sweep_id": "s", "config_id": "c", "scenario": "x",
+            "framework": "torch_ddp", "workload": "resnet50", "size": "tiny", "nodes": 1, "procs_per_node": 1,
+            "world_size": 1, "batch_per_worker": 2, "strategy": "allreduce", "storage": "synthetic",
+            "device": "cpu", "sample_unit": "images", "repeat": 0}
+    table = results.to_frame([
+        {**base, "run_id": "s/0000", "status": "failed", "reason": "boom", "timestamp": "2026-01-01T00:00:00"},
+        {**base, "run_id": "s/0001", "status": "ok", "throughput": 5.0, "timestamp": "2026-01-01T00:01:00"},
+    ])
+    (row,) = summarize(table).to_dict("records")
+    assert (row["runs"], row["ok"], row["reason"]) == (1, 1, None)
