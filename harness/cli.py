@@ -47,6 +47,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", help="sweep id to report (default: the latest; 'all' for every sweep)")
     p.add_argument("--chart", type=Path, help="chart PNG path (default: RESULTS/report-<sweep>.png)")
     p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser("compare", help="compare two sets of results per configuration; exit 1 on a "
+                                       "significant regression (for CI gates)")
+    p.add_argument("baseline", help="results folder or results .parquet file")
+    p.add_argument("current", help="results folder or results .parquet file (may be the same as BASELINE)")
+    p.add_argument("--baseline-sweep", help="sweep id or 'all' (default: the latest; with the same source "
+                                            "on both sides, the one before the latest)")
+    p.add_argument("--current-sweep", help="sweep id or 'all' (default: the latest)")
+    p.add_argument("--alpha", type=float, default=None, help="significance level of the U test (default 0.01)")
+    p.add_argument("--floor", type=float, default=None, help="smallest noise threshold, as a fraction "
+                                                            "(default 0.02)")
+    p.add_argument("--strict-provenance", action="store_true",
+                   help="refuse (exit 2) when hardware or software provenance differs, instead of flagging it")
+    p.set_defaults(handler=cmd_compare)
     return parser
 
 
@@ -180,6 +194,28 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     path = report.plot(summary, chart or results_dir / f"report-{sweep}.png")
     console.print(f"chart: {path}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from harness import compare
+
+    base_sweep = args.baseline_sweep
+    if base_sweep is None and args.current_sweep is None and Path(args.baseline).resolve() == Path(
+            args.current).resolve():
+        base_sweep = compare.previous_sweep(args.baseline)
+    baseline = compare.load_source(args.baseline, base_sweep)
+    current = compare.load_source(args.current, args.current_sweep)
+    options = {k: v for k, v in (("alpha", args.alpha), ("floor", args.floor)) if v is not None}
+    cells = compare.compare_tables(baseline, current, **options)
+    differing = [c for c in cells if c.provenance]
+    if args.strict_provenance and differing:
+        raise UserError(f"provenance differs ({differing[0].provenance[0]}); not comparing "
+                        f"(drop --strict-provenance to compare and flag it)")
+    console = Console() if sys.stdout.isatty() else Console(width=180)  # CI logs: do not wrap the table
+    compare.print_cells(cells, console, title=f"rosetta compare: {args.baseline} -> {args.current}")
+    return 1 if compare.gate_failed(cells) else 0
 
 
 if __name__ == "__main__":
