@@ -57,10 +57,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--current-sweep", help="sweep id or 'all' (default: the latest)")
     p.add_argument("--alpha", type=float, default=None, help="significance level of the U test (default 0.01)")
     p.add_argument("--floor", type=float, default=None, help="smallest noise threshold, as a fraction "
-                                                            "(default 0.02)")
+                                                            "(default 0.03)")
     p.add_argument("--strict-provenance", action="store_true",
                    help="refuse (exit 2) when hardware or software provenance differs, instead of flagging it")
     p.set_defaults(handler=cmd_compare)
+
+    p = sub.add_parser("history", help="throughput of each configuration over time, step changes flagged")
+    p.add_argument("sources", nargs="*", type=Path,
+                   help="results folders or .parquet files, read together (default: the results folder)")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
+    p.add_argument("--config", help="a config_id (or its first characters) to show alone")
+    p.add_argument("--chart", type=Path, help="chart PNG path (default: RESULTS/history.png)")
+    p.set_defaults(handler=cmd_history)
     return parser
 
 
@@ -196,9 +204,14 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def _wide_console():
+    """A terminal's own width; 180 columns in logs and pipes (CI), where wrapping hides the table."""
     from rich.console import Console
 
+    return Console() if sys.stdout.isatty() else Console(width=180)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
     from harness import compare
 
     base_sweep = args.baseline_sweep
@@ -213,9 +226,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.strict_provenance and differing:
         raise UserError(f"provenance differs ({differing[0].provenance[0]}); not comparing "
                         f"(drop --strict-provenance to compare and flag it)")
-    console = Console() if sys.stdout.isatty() else Console(width=180)  # CI logs: do not wrap the table
-    compare.print_cells(cells, console, title=f"rosetta compare: {args.baseline} -> {args.current}")
+    compare.print_cells(cells, _wide_console(), title=f"rosetta compare: {args.baseline} -> {args.current}")
     return 1 if compare.gate_failed(cells) else 0
+
+
+def cmd_history(args: argparse.Namespace) -> None:
+    from harness import history
+
+    points = history.points(history.load(args.sources or [args.results]), args.config)
+    console = _wide_console()
+    history.print_points(points, console)
+    console.print(f"chart: {history.plot(points, args.chart or args.results / 'history.png')}")
 
 
 if __name__ == "__main__":
