@@ -69,6 +69,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="a config_id (or its first characters) to show alone")
     p.add_argument("--chart", type=Path, help="chart PNG path (default: RESULTS/history.png)")
     p.set_defaults(handler=cmd_history)
+
+    p = sub.add_parser("reproduce", help="run a published reference's scenario at this machine's scale and "
+                                         "plot measured vs published")
+    p.add_argument("name", nargs="?", help="reference id (see --list)")
+    p.add_argument("--list", action="store_true", help="list the references in results/reference/")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
+    p.add_argument("--sweep", help="use this earlier sweep instead of running (re-plot)")
+    p.add_argument("--size", help="workload size to run (default: the reference's)")
+    p.add_argument("--repeats", type=int, help="repeats per configuration (default: the reference's)")
+    p.add_argument("--measured-steps", type=int, help="measured steps per run (default: the reference's)")
+    p.set_defaults(handler=cmd_reproduce)
     return parser
 
 
@@ -237,6 +248,52 @@ def cmd_history(args: argparse.Namespace) -> None:
     console = _wide_console()
     history.print_points(points, console)
     console.print(f"chart: {history.plot(points, args.chart or args.results / 'history.png')}")
+
+
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness import reference, report, reproduce, results
+
+    console = Console()
+    if args.list or not args.name:
+        table = Table(title="Published references (results/reference/)")
+        for col in ("id", "title", "unit", "runs here"):
+            table.add_column(col)
+        for ref in reference.all_references().values():
+            table.add_row(ref.id, ref.title, ref.unit, "yes" if ref.reproduce.scenario else
+                          f"no: {ref.reproduce.not_reproduced}")
+        console.print(table)
+        return
+    ref = reference.get(args.name)
+    if args.sweep:
+        sweep = args.sweep
+    else:
+        sc = reproduce.scenario_for(ref, {"size": args.size, "repeats": args.repeats,
+                                          "measured_steps": args.measured_steps})
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from harness.matrix import expand
+        from harness.runner import run_sweep
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn()) as progress:
+            rows = run_sweep(sc, args.results, RichObserver(progress, len(expand(sc))))
+        sweep = rows[0]["sweep_id"]
+    table = results.load(args.results)
+    table = table[table["sweep_id"] == sweep]
+    if table.empty:
+        raise UserError(f"--sweep: no sweep {sweep!r} in {args.results}")
+    summary = report.summarize(table)
+    report.print_table(summary, console)
+    both = reproduce.comparison_table(ref, summary)
+    chart = reproduce.plot(ref, both, args.results / f"reproduce-{ref.id}-{sweep}.png")
+    doc = reproduce.write_markdown(ref, both, chart, args.results / f"reproduce-{ref.id}-{sweep}.md", sweep)
+    for line in reproduce.findings(ref, both):
+        console.print(f"- {line}", highlight=False)
+    console.print(f"chart: {chart}")
+    console.print(f"report: {doc}")
 
 
 if __name__ == "__main__":
