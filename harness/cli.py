@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
     p.add_argument("--sweep", help="sweep id to report (default: the latest; 'all' for every sweep)")
     p.add_argument("--chart", type=Path, help="chart PNG path (default: RESULTS/report-<sweep>.png)")
+    p.add_argument("--notebook", action="store_true",
+                   help="also execute notebooks/report.ipynb (papermill) and write report.md, report.html and "
+                        "the charts into RESULTS/report-<sweep>/")
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser("compare", help="compare two sets of results per configuration; exit 1 on a "
@@ -192,6 +195,11 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     _report(args.results, args.sweep, args.chart)
+    if getattr(args, "notebook", False):
+        from harness import notebook_report
+
+        executed = notebook_report.execute(args.results, args.sweep)
+        print(f"notebook: {executed}\nreport: {executed.parent / 'report.md'} and {executed.parent / 'report.html'}")
 
 
 def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
