@@ -187,7 +187,7 @@ def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
 
     measured = summary[summary["throughput_median"].notna()]
     workloads = sorted(measured["workload"].unique()) or ["(nothing measured)"]
-    fig, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(workloads), figsize=(max(8.5, 6.5 * len(workloads)), 4.8), squeeze=False)
     for ax, workload in zip(axes[0], workloads):
         data = measured[measured["workload"] == workload]
         # one bar group per world size; within it one bar per value of `by` (other axes folded in)
@@ -217,7 +217,7 @@ def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
         ax.grid(axis="y", alpha=0.3)
         if bars:
             ax.legend(fontsize=8, title=by)
-    fig.suptitle(f"Training throughput per {by} (error bars: 95% CI of the mean over repeats)")
+    fig.suptitle(f"Training throughput per {by} (error bars: 95% CI of the mean over repeats)", fontsize=10)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

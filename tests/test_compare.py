@@ -96,12 +96,19 @@ batch_per_worker = 4
 """
 
 
-@pytest.mark.skipif(pytest.importorskip("torch") is None, reason="needs torch")
+RESOLVABLE = 0.07  # a baseline noisier than this cannot tell a 10% slowdown from noise
+HOPELESS = 0.25  # noisier than this after three rounds: the machine is saturated by other jobs
+
+
 def test_real_runs_catch_a_planted_slowdown_and_stay_quiet_on_the_same_code(write_scenario, tmp_path,
                                                                            monkeypatch, capsys):
-    """Three interleaved rounds of: baseline, the same code again, the same code with every measured
-    step slowed by 10% (ROSETTA_INJECT_SLOWDOWN, real sleeps inside the measured window).
-    Interleaving spreads the machine's slow drift over all three sides."""
+    """Rounds of: baseline, the same code again, the same code with every measured step slowed by
+    10% (ROSETTA_INJECT_SLOWDOWN, real sleeps inside the measured window), interleaved so that the
+    machine's slow drift spreads over all three sides. Rounds are added (3 to 5) until the baseline's
+    own noise can resolve 10%, as a CI user would add repeats."""
+    pytest.importorskip("torch")
+    import os
+
     from harness import cli, scenario
     from harness.runner import run_sweep
 
@@ -113,10 +120,8 @@ def test_real_runs_catch_a_planted_slowdown_and_stay_quiet_on_the_same_code(writ
             (row,) = run_sweep(sc, folder)
             assert row["status"] == "ok", row["reason"]
         if rounds >= 3:
-            # what a CI user does too: add repeats until the baseline's own noise is below the effect
-            # to detect (under a heavy load from other users one launch can be 2x slower)
-            base_steps = compare._side(compare.load_source(dirs["baseline"], "all")).steps
-            if compare.noise_threshold(base_steps) < 0.07:
+            noise = compare.noise_threshold(compare._side(compare.load_source(dirs["baseline"], "all")).steps)
+            if noise < RESOLVABLE or noise > HOPELESS:
                 break
     monkeypatch.delenv("ROSETTA_INJECT_SLOWDOWN")
     window = [json.loads(line) for line in open(f"{row['run_dir']}/events-rank0.jsonl")
@@ -129,9 +134,12 @@ def test_real_runs_catch_a_planted_slowdown_and_stay_quiet_on_the_same_code(writ
                          "--current-sweep", "all"])
         return code, capsys.readouterr().out
 
-    code, out = run("same")
+    code, out = run("same")  # quiet, however noisy the machine: a noisy baseline widens the threshold
     assert code == 0, out
     assert "no change" in out and "regression" not in out.split("verdict needs")[0]
+    if noise >= RESOLVABLE:
+        pytest.skip(f"the baseline's own noise is {noise:.0%} after {rounds} rounds (load average "
+                    f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): too noisy to resolve 10% here now")
     code, out = run("slowed")
     assert code == 1, out
     assert "regression" in out
