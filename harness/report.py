@@ -208,7 +208,9 @@ def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
             pos = [x - 0.4 + width * (i + 0.5) for x in xs]
             ax.bar(pos, ys, width * 0.95, yerr=[low, high], capsize=3, label=bar)
             for p, y in zip(pos, ys):
-                ax.annotate(f"{y:.0f}", (p, y), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
+                # the value inside the bar's foot, clear of the error bar
+                ax.annotate(f"{y:.3g}", (p, 0), textcoords="offset points", xytext=(0, 3), ha="center",
+                            va="bottom", fontsize=7, color="white", fontweight="bold")
         ax.set_xticks(range(len(worlds)), [str(w) for w in worlds])
         ax.set_xlabel("workers (world size)")
         unit = data["sample_unit"].iloc[0] if len(data) else "samples"
@@ -216,7 +218,7 @@ def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
         ax.set_title(f"{workload}: {unit}/s per {by} and worker count")
         ax.grid(axis="y", alpha=0.3)
         if bars:
-            ax.legend(fontsize=8, title=by)
+            ax.legend(fontsize=8, title=" ".join([by] + others))
     fig.suptitle(f"Training throughput per {by} (error bars: 95% CI of the mean over repeats)", fontsize=10)
     fig.tight_layout()
     path = Path(path)

@@ -39,3 +39,23 @@ def test_one_command_writes_notebook_markdown_html_and_charts(write_scenario, tm
     page = (out_dir / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3 and "<table" in page
     assert "Time-to-accuracy" in md  # says what is not drawn, and why
+
+
+def test_bar_chart_groups_frameworks_and_strategies(tmp_path):
+    from harness import report, results
+
+    rows = []
+    for fw, strategy, base in (("torch_ddp", "allreduce", 40.0), ("torch_ddp", "ps", 30.0), ("other", "allreduce", 20.0)):
+        for world in (1, 2):
+            for rep in range(3):
+                rows.append({"schema_version": 1, "sweep_id": "s", "run_id": f"s/{fw}{strategy}{world}{rep}",
+                             "config_id": f"{fw}{strategy}{world}", "scenario": "x", "framework": fw,
+                             "workload": "resnet50", "size": "tiny", "nodes": 1, "procs_per_node": world,
+                             "world_size": world, "batch_per_worker": 4, "global_batch": 4 * world,
+                             "strategy": strategy, "storage": "synthetic", "device": "cpu", "status": "ok",
+                             "sample_unit": "images", "throughput": base * world * (0.9 + 0.05 * rep),
+                             "step_times_s": json.dumps([0.1, 0.11, 0.12]), "repeat": rep, "timestamp": "t"})
+    summary = report.summarize(results.to_frame(rows))
+    for by in ("framework", "strategy"):
+        png = report.plot_bars(summary, tmp_path / f"{by}.png", by=by)
+        assert png.stat().st_size > 20_000
