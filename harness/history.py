@@ -144,7 +144,8 @@ def plot(pts: Sequence[Point], path: Path) -> Path:
                 ax.annotate(f"{p.step} {p.change:+.0%}", (i, p.throughput_median), textcoords="offset points",
                             xytext=(4, 8), color=colour, fontsize=8)
         ax.set_xticks(x, [p.timestamp[:16].replace("T", "\n") for p in mine], fontsize=7)
-        ax.set_ylim(bottom=0)
+        tops = [p.throughput_median for p in mine] + [p.rate for p in mine]
+        ax.set_ylim(0, max(tops) * 1.2 if tops else 1)  # room for the step labels
         ax.set_ylabel(f"{mine[0].unit if mine else 'samples'}/s")
         ax.set_title(f"{mine[0].label if mine else cid} (config {cid})", fontsize=9)
         ax.grid(alpha=0.3)
