@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except UserError as exc:
-        print(f"rosetta: error: {exc}", file=sys.stderr)
+        from harness.redact import scrub
+
+        print(f"rosetta: error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rosetta: interrupted; the current run was recorded as interrupted", file=sys.stderr)
@@ -40,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a scenario (default: the built-in quickstart) and report it")
     p.add_argument("scenario", nargs="?", help="scenario TOML file (default: the built-in quickstart)")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
+    p.add_argument("--resume", action="store_true",
+                   help="go on with this scenario's latest sweep: run only what has not completed")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write every run's files (spec, batch script, manifests, command) without launching")
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("report", help="print the results table and write the chart")
@@ -102,7 +108,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
     console = Console()
     table = Table(title="Frameworks")
-    for col in ("name", "title", "launcher", "workloads", "strategies", "storage", "installed"):
+    for col in ("name", "title", "launchers", "workloads", "strategies", "storage", "installed"):
         table.add_column(col)
     for name in frameworks.names():
         info = frameworks.get(name)
@@ -111,7 +117,7 @@ def cmd_list(args: argparse.Namespace) -> None:
         installed = "[green]yes[/green]" if not missing else f"[red]no[/red] (missing {', '.join(missing)})"
         if not missing and extra:
             installed += f" (for some workloads, missing {', '.join(extra)})"
-        table.add_row(name, info.title, info.launcher, ", ".join(w.value for w in info.workloads),
+        table.add_row(name, info.title, ", ".join(info.launchers), ", ".join(w.value for w in info.workloads),
                       ", ".join(s.value for s in info.strategies), ", ".join(s.value for s in info.storage),
                       installed)
     console.print(table)
@@ -126,7 +132,9 @@ def cmd_list(args: argparse.Namespace) -> None:
     console.print(f"Strategies: {', '.join(s.value for s in Strategy)}")
     console.print(f"Storage backends: {', '.join(s.value for s in Storage)}")
     console.print(f"Devices: {', '.join(d.value for d in Device)}")
-    console.print("Launchers: torchrun")
+    from harness import launchers
+
+    console.print(f"Launchers: {', '.join(launchers.names())} ({launchers.AUTO}: the framework's first)")
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -155,11 +163,12 @@ def cmd_plan(args: argparse.Namespace) -> None:
 class RichObserver:
     """Live progress: which run, which step, current samples/s."""
 
-    def __init__(self, progress, total: int):
+    def __init__(self, progress):
         self.progress = progress
-        self.task = progress.add_task("starting", total=total)
+        self.task = progress.add_task("starting", total=None)
 
     def run_started(self, index: int, total: int, spec) -> None:
+        self.progress.update(self.task, total=total)
         self.label = (f"run {index + 1}/{total} {spec.framework} {spec.workload.value}/{spec.size.value} "
                       f"{spec.nodes}x{spec.procs_per_node} b{spec.batch_per_worker} r{spec.repeat}")
         self.progress.update(self.task, description=f"{self.label}: launching")
@@ -171,26 +180,49 @@ class RichObserver:
                                                     f"{total}, ~{rate:.1f} samples/s")
 
     def run_finished(self, row: dict[str, Any]) -> None:
+        from rich.markup import escape
+
         self.progress.advance(self.task)
         if row["status"] == "ok":
             note = f"[green]ok[/green] {row['throughput']:.1f} {row['sample_unit']}/s"
         else:
-            note = f"[yellow]{row['status']}[/yellow]: {row['reason']}"
+            note = f"[yellow]{row['status']}[/yellow]: {escape(row['reason'] or '')}"  # reasons hold brackets
         self.progress.console.print(f"{self.label}: {note}", highlight=False)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.matrix import expand
     from harness.runner import run_sweep
 
     scenario = _load_scenario(args.scenario)
-    total = len(expand(scenario))
+    if args.dry_run:
+        return _dry_run(scenario, args.results)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn()) as progress:
-        rows = run_sweep(scenario, args.results, RichObserver(progress, total))
-    _report(args.results, rows[0]["sweep_id"] if rows else None, None)
+        rows = run_sweep(scenario, args.results, RichObserver(progress), resume=args.resume)
+    if not rows:
+        print(f"rosetta: nothing to run: every run of {scenario.name!r} has completed")
+        return
+    _report(args.results, rows[0]["sweep_id"], None)
+
+
+def _dry_run(scenario, results_dir: Path) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from harness.runner import dry_run
+
+    planned = dry_run(scenario, results_dir)
+    table = Table(title=f"{scenario.name}: {len(planned)} runs written, none launched")
+    for col in ("#", "framework", "workload", "world", "launcher", "folder", "here"):
+        table.add_column(col)
+    for i, (spec, run_dir, reason) in enumerate(planned):
+        table.add_row(str(i), spec.framework, f"{spec.workload.value}/{spec.size.value}",
+                      f"{spec.nodes}x{spec.procs_per_node}", spec.launcher, str(run_dir),
+                      "would run" if reason is None else escape(f"would skip: {reason}"))
+    Console().print(table)
 
 
 def cmd_report(args: argparse.Namespace) -> None:

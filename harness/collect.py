@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -27,33 +28,102 @@ def last_lines(path: Path, count: int = 3) -> list[str]:
         return []
 
 
-def _rank_tail(run_dir: Path, rank: RankRecord) -> str:
-    if rank.errors:
-        return f"rank {rank.rank}: {rank.errors[-1]}"
+SIGNAL_HINTS = {"SIGKILL": "SIGKILL, as the kernel's OOM killer sends", "SIGSEGV": "SIGSEGV, a segmentation fault",
+                "SIGBUS": "SIGBUS, a bus error", "SIGABRT": "SIGABRT, an abort"}
+
+
+def _log_tail(run_dir: Path, rank: RankRecord) -> str:
     tail = last_lines(log_path(run_dir, rank.rank), 2)
-    return f"rank {rank.rank}: " + (" / ".join(tail) if tail else "no output")
+    return " / ".join(tail) if tail else "no output"
 
 
-def _progress(rank: RankRecord) -> str:
-    return f"rank {rank.rank} at measured step {len(rank.step_seconds)}"
+def _where(rank: RankRecord) -> str:
+    if rank.hello is None:
+        return "before it said hello"
+    if rank.window is None and not rank.step_seconds:
+        return f"after {len(rank.warmup_steps)} warm-up steps"
+    return f"after measured step {len(rank.step_seconds)}"
+
+
+# Signals a launcher sends to stop the surviving ranks once one has failed: a consequence, not a cause.
+STOP_SIGNALS = {"SIGTERM", "SIGINT", "SIGHUP"}
+
+
+def rank_failure(run_dir: Path, rank: RankRecord) -> tuple[int, str] | None:
+    """What went wrong on one rank, in words, with how likely it is the root cause (0 most).
+
+    A death without an exception (a signal, an early exit) cannot be the consequence
+    of another rank's failure, whereas an exception may be (a peer's closed
+    connection), and a stop signal usually is (the launcher stopping survivors).
+    None if the rank finished cleanly.
+    """
+    exit_ = rank.exit or {}
+    signal = exit_.get("signal")
+    if signal and signal not in STOP_SIGNALS:
+        return 0, f"rank {rank.rank} killed by {SIGNAL_HINTS.get(signal, signal)}, {_where(rank)}"
+    if rank.errors:
+        return 1, f"rank {rank.rank}: {rank.errors[0]}"
+    if rank.end is not None:
+        return None
+    if signal:
+        return 2, f"rank {rank.rank} stopped by {signal} {_where(rank)}"
+    if exit_.get("code") == 0:
+        return 0, f"rank {rank.rank} exited with status 0 {_where(rank)}, before finishing"
+    if rank.exit:
+        return 0, f"rank {rank.rank} exited with status {exit_['code']} {_where(rank)}; {_log_tail(run_dir, rank)}"
+    return 2, f"rank {rank.rank} left no exit record {_where(rank)}; {_log_tail(run_dir, rank)}"
+
+
+def failure_story(run_dir: Path, ranks: list[RankRecord]) -> str:
+    """Every rank's failure, the likely root cause first (then by time): one line."""
+    failures = [(*found, rank.failure_time) for rank in ranks if (found := rank_failure(run_dir, rank))]
+    if not failures:
+        return "no rank reported a failure"
+    failures.sort(key=lambda f: (f[0], f[2]))
+    first, *rest = [text for _, text, _ in failures]
+    return f"first: {first}" + (f"; then {'; '.join(rest)}" if rest else "")
+
+
+def _timeout_state(run_dir: Path, rank: RankRecord, measured_steps: int) -> str:
+    """A rank's state when the run timed out: its own failure, or how far it had got."""
+    failure = rank_failure(run_dir, rank)
+    if failure and failure[0] < 2:  # not merely stopped by the harness's own SIGTERM
+        return failure[1]
+    if rank.hello is None:
+        return f"rank {rank.rank} never said hello"
+    return f"rank {rank.rank} still running {_where(rank)} of {measured_steps}"
+
+
+def _launcher_exit(code: int) -> str:
+    if code < 0:
+        return f"launcher killed by {signal_name(-code)}"
+    return f"launcher exit code {code}"
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
                       run_dir: Path) -> tuple[Status, str | None]:
     """Decide the run's status; every status but ``ok`` comes with a one-line reason."""
-    unfinished = [r for r in ranks if r.end is None]
+    if outcome.setup_failure:
+        return Status.FAILED, _clip(f"setup command exited with {outcome.returncode}: {outcome.setup_failure} "
+                                    f"(see launcher.log)")
     if outcome.timed_out:
-        where = "; ".join(_progress(r) for r in unfinished) or "all ranks finished"
-        return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where})")
+        where = "; ".join(_timeout_state(run_dir, r, spec.measured_steps) for r in ranks if r.end is None)
+        return Status.TIMEOUT, _clip(f"no exit within {spec.timeout_s:g} s ({where or 'all ranks finished'})")
     if outcome.returncode != 0:
-        culprits = [r for r in ranks if r.errors] or unfinished or ranks
-        details = "; ".join(_rank_tail(run_dir, r) for r in culprits)
-        return Status.FAILED, _clip(f"launcher exit code {outcome.returncode}; {details}")
+        return Status.FAILED, _clip(f"{_launcher_exit(outcome.returncode)}; {failure_story(run_dir, ranks)}")
+    if any(rank.end is None for rank in ranks):
+        return Status.FAILED, _clip(f"launcher exit code 0 but not every rank finished; "
+                                    f"{failure_story(run_dir, ranks)}")
     for rank in ranks:
         if rank.window is None or not rank.step_seconds:
-            return Status.FAILED, _clip(f"rank {rank.rank} measured nothing; {_rank_tail(run_dir, rank)}")
-        if rank.end is None:
-            return Status.FAILED, _clip(f"rank {rank.rank} did not finish; {_rank_tail(run_dir, rank)}")
+            return Status.FAILED, _clip(f"rank {rank.rank} measured nothing; {_log_tail(run_dir, rank)}")
     checksums = {r.end["weights_checksum"] for r in ranks}
     if len(checksums) != 1:
         return Status.FAILED, "ranks hold different weights after training (checksums differ)"
@@ -91,10 +161,14 @@ def worker_facts(ranks: list[RankRecord], framework_module: str) -> dict[str, An
     if hello:
         versions = hello.get("versions", {})
         facts.update(device=hello.get("device"), versions=json.dumps(versions, sort_keys=True),
+                     image=hello.get("image"),
                      framework_version=versions.get(framework_module), gpu_model=hello.get("gpu_model"),
                      gpu_count=hello.get("gpu_count"))
     if end:
         facts["parameters"] = end.get("parameters")
+    hosts = sorted({r.hello["host"] for r in ranks if r.hello and r.hello.get("host")})
+    if hosts:
+        facts["hosts"] = json.dumps(hosts)
     checksums = {r.end["weights_checksum"] for r in ranks if r.end}
     if ranks and all(r.end for r in ranks):
         facts["weights_consistent"] = len(checksums) == 1

@@ -75,7 +75,7 @@ def convert(value: Any, tp: Any, where: Where, key: str, meta: Mapping[str, Any]
     if origin is tuple:
         (item_tp, _) = typing.get_args(tp)
         items = value if isinstance(value, list) else [value]
-        if not items:
+        if not items and not meta.get("allow_empty"):
             raise where.error(key, "must not be empty")
         converted = tuple(convert(item, item_tp, where, key, meta) for item in items)
         if len(set(converted)) != len(converted):

@@ -10,18 +10,23 @@ Records (``event`` field):
   ``window``  seconds (the rank's measured wall time), samples, steps
   ``losses``  values: the loss of every measured step (read after the window)
   ``end``     weights_checksum, extra facts (e.g. parameter count)
-  ``error``   message (an exception in the worker)
+  ``error``   time (Unix seconds), message (an exception in the worker)
+  ``exit``    time, code (exit status) or signal (its name): written by the
+              rank's supervisor (harness.worker) after the worker process ended
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 EVENTS_FORMAT = 1
+HOST_VARIABLE = "ROSETTA_HOST"  # set by launchers whose hosts share a host name (network namespaces)
+IMAGE_VARIABLE = "ROSETTA_IMAGE"  # set by the images built from docker/ (and by the kubernetes launcher)
 
 
 def events_path(out_dir: Path, rank: int) -> Path:
@@ -40,7 +45,8 @@ class EventWriter:
 
     def hello(self, world_size: int, device: str, versions: dict[str, str], **facts: Any) -> None:
         self.emit("hello", format=EVENTS_FORMAT, rank=self.rank, world_size=world_size, device=device,
-                  versions=versions, pid=os.getpid(), **facts)
+                  versions=versions, pid=os.getpid(), host=os.environ.get(HOST_VARIABLE) or socket.gethostname(),
+                  image=os.environ.get(IMAGE_VARIABLE), **facts)
 
     def close(self) -> None:
         self._fh.flush()
@@ -61,6 +67,14 @@ class RankRecord:
     window: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
+    error_time: float | None = None  # Unix seconds of the first error record
+    exit: dict[str, Any] | None = None
+
+    @property
+    def failure_time(self) -> float:
+        """When this rank first went wrong (Unix seconds; infinity if it never said)."""
+        times = [t for t in (self.error_time, (self.exit or {}).get("time")) if t is not None]
+        return min(times, default=float("inf"))
 
 
 def read_rank(out_dir: Path, rank: int) -> RankRecord:
@@ -90,6 +104,10 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
             record.end = ev
         elif kind == "error":
             record.errors.append(ev.get("message", ""))
+            if record.error_time is None:
+                record.error_time = ev.get("time")
+        elif kind == "exit":
+            record.exit = ev
     return record
 
 

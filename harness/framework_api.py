@@ -18,7 +18,7 @@ from harness.axes import Device, Storage, Strategy, Workload
 class FrameworkInfo:
     name: str
     title: str
-    launcher: str  # name in harness.launchers.LAUNCHERS
+    launchers: tuple[str, ...]  # names in harness.launchers.REGISTRY it can be started by; the first is its default
     worker_module: str  # run as ``python -m harness.worker <worker_module> SPEC``
     requires: tuple[str, ...]  # importable module names every run needs
     workloads: tuple[Workload, ...]
@@ -34,8 +34,16 @@ class FrameworkInfo:
             needed += self.workload_requires.get(workload, ())
         return [m for m in needed if importlib.util.find_spec(m) is None]
 
-    def unsupported_reason(self, workload: Workload, strategy: Strategy, storage: Storage) -> str | None:
+    @property
+    def launcher(self) -> str:
+        """The default launcher."""
+        return self.launchers[0]
+
+    def unsupported_reason(self, workload: Workload, strategy: Strategy, storage: Storage,
+                           launcher: str | None = None) -> str | None:
         """Why this framework cannot run the combination, or None if it can."""
+        if launcher is not None and launcher not in self.launchers:
+            return f"{self.name} cannot be started by {launcher} (it can by {', '.join(self.launchers)})"
         if workload not in self.workloads:
             return f"{self.name} has no {workload.value} model"
         if strategy not in self.strategies:

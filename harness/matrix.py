@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, Mapping
 
+import frameworks
+from harness import launchers
 from harness.config import Where
 from harness.scenario import AXES, Scenario
 from harness.spec import RunSpec
@@ -37,12 +39,23 @@ def expand(scenario: Scenario) -> list[RunSpec]:
             raise where.error("size", f"{info.name.value} has no size {combo['size'].value!r}; allowed: "
                                       f"{', '.join(s.value for s in info.presets)} (or exclude the combination)")
         options = info.options(combo["size"], scenario.workload_options.get(combo["workload"]))
-        configs.append((combo, options))
+        combo = {**combo, "launcher": _launcher(combo)}
+        launcher_options = scenario.launcher_options.get(combo["launcher"])
+        if launcher_options is None:
+            launcher_options = launchers.module(combo["launcher"]).Options()
+        configs.append((combo, options, launchers.options_as_data(launcher_options)))
     s = scenario.settings
     return [
         RunSpec(scenario=scenario.name, workload_options=options, repeat=repeat,
                 warmup_steps=s.warmup_steps, measured_steps=s.measured_steps, timeout_s=s.timeout_s,
-                device=s.device, seed=s.seed, **combo)
+                device=s.device, seed=s.seed, launcher_options=launcher_options, **combo)
         for repeat in range(s.repeats)
-        for combo, options in configs
+        for combo, options, launcher_options in configs
     ]
+
+
+def _launcher(combo: Mapping[str, Any]) -> str:
+    """The run's launcher: as named, or the framework's default for "auto"."""
+    if combo["launcher"] != launchers.AUTO:
+        return combo["launcher"]
+    return frameworks.get(combo["framework"]).launchers[0]

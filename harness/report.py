@@ -12,8 +12,8 @@ from harness import metrics
 from harness.axes import Status
 
 # A configuration less its world size: the group within which scaling efficiency is computed.
-SERIES_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "strategy", "storage",
-               "batch_per_worker", "device", "sample_unit"]
+SERIES_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "strategy", "storage", "launcher",
+               "network", "batch_per_worker", "device", "sample_unit"]
 CONFIG_KEYS = SERIES_KEYS + ["nodes", "procs_per_node", "world_size"]
 
 
@@ -67,6 +67,7 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
     """The summary as a rich table (columns with one value across it folded into the title),
     then the configurations that were not measured, with their reasons."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
@@ -77,6 +78,8 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
         "batch/worker": lambda r: str(r["batch_per_worker"]),
         "strategy": lambda r: r["strategy"],
         "storage": lambda r: r["storage"],
+        "launcher": lambda r: str(r["launcher"]),
+        "network": lambda r: str(r["network"]),
         "device": lambda r: str(r["device"]),
         "ok/runs": lambda r: f"{r['ok']}/{r['runs']}",
         "samples/s": lambda r: (f"{r['throughput_median']:.1f}" if not math.isnan(r["throughput_median"])
@@ -89,7 +92,7 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
         "weights": lambda r: {True: "same", False: "[red]DIFFER[/red]", None: "-"}[r["weights_consistent"]],
     }
     rendered = {name: [fn(r) for _, r in summary.iterrows()] for name, fn in cells.items()}
-    foldable = ("framework", "batch/worker", "strategy", "storage", "device")
+    foldable = ("framework", "batch/worker", "strategy", "storage", "launcher", "network", "device")
     constant = [n for n in foldable if len(summary) > 1 and len(set(rendered[n])) == 1]
     title = "samples/s: median over repeats of global samples / slowest rank's measured time"
     if constant:
@@ -105,7 +108,7 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
     problems = summary[summary["reason"].notna()]
     for _, r in problems.iterrows():
         console.print(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
-                      f"{r['status']}[/yellow] - {r['reason']}", markup=True, highlight=False)
+                      f"{r['status']}[/yellow] - {escape(r['reason'])}", markup=True, highlight=False)
 
 
 def _ci(r: pd.Series) -> str:
@@ -136,7 +139,8 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
     for (ax_tp, ax_eff), workload in zip(axes, workloads):
         data = measured[measured["workload"] == workload]
         # label series by what differs between them within this panel only
-        varying = [k for k in ["framework", "size", "strategy", "storage", "batch_per_worker", "device"]
+        varying = [k for k in ["framework", "size", "strategy", "storage", "launcher", "network",
+                               "batch_per_worker", "device"]
                    if data[k].nunique() > 1]
         unit = data["sample_unit"].iloc[0] if len(data) else "samples"
         for (_, series) in data.groupby([k for k in SERIES_KEYS if k != "sweep_id"], dropna=False):

@@ -8,13 +8,17 @@ moment leaves the previous complete table in place.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
+
+from harness.errors import UserError
 
 SCHEMA_VERSION = 1
 
@@ -36,6 +40,9 @@ COLUMNS: dict[str, str] = {
     "strategy": "string",
     "storage": "string",
     "launcher": "string",
+    "network": "string",  # link cap between hosts: unlimited | e.g. 1gbit
+    "hosts": "string",  # JSON list: the hosts the ranks ran on, as they reported
+    "image": "string",  # the container image the ranks ran in (ROSETTA_IMAGE), if any
     "device_requested": "string",
     "device": "string",
     "repeat": "Int64",
@@ -74,6 +81,7 @@ COLUMNS: dict[str, str] = {
 
 PARQUET = "results.parquet"
 CSV = "results.csv"
+LOCK = ".lock"
 
 
 def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -90,24 +98,58 @@ def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def load(results_dir: Path) -> pd.DataFrame:
     """The whole results table (empty with the schema's columns if there is none yet)."""
-    path = Path(results_dir) / PARQUET
+    results_dir = Path(results_dir)
+    if results_dir.exists() and not results_dir.is_dir():
+        raise UserError(f"{results_dir}: the results folder is a file")
+    path = results_dir / PARQUET
     if not path.exists():
         return to_frame([])
-    frame = pd.read_parquet(path)
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+        raise UserError(f"{path}: not a readable results table ({_first_line(exc)}); every run's row "
+                        f"is also kept in {results_dir / 'runs'}/*/*/row.json") from None
     versions = set(frame["schema_version"].dropna().unique())
     if versions - {SCHEMA_VERSION}:
-        raise ValueError(f"{path}: schema versions {sorted(versions)}; this harness reads {SCHEMA_VERSION}")
-    return frame.astype(COLUMNS)
+        raise UserError(f"{path}: schema versions {sorted(versions)}; this harness reads {SCHEMA_VERSION}")
+    return to_frame(frame.to_dict("records"))  # columns added since it was written come back empty
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def append(results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Add rows to the table and rewrite its files atomically; returns the new table."""
+    """Add rows to the table and rewrite its files atomically; returns the new table.
+
+    Holds the folder's lock, so that two harnesses sharing a results folder never
+    lose each other's rows.
+    """
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
-    table = pd.concat([load(results_dir), to_frame(rows)], ignore_index=True)
-    atomic_write(results_dir / PARQUET, lambda p: table.to_parquet(p, index=False))
-    atomic_write(results_dir / CSV, lambda p: table.to_csv(p, index=False))
+    with _locked(results_dir):
+        _remove_stale_temporaries(results_dir)
+        table = pd.concat([load(results_dir), to_frame(rows)], ignore_index=True)
+        atomic_write(results_dir / PARQUET, lambda p: table.to_parquet(p, index=False))
+        atomic_write(results_dir / CSV, lambda p: table.to_csv(p, index=False))
     return table
+
+
+@contextmanager
+def _locked(results_dir: Path):
+    fd = os.open(results_dir / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock, as does the death of the process
+
+
+def _remove_stale_temporaries(results_dir: Path) -> None:
+    """Temporaries a killed harness left half-written (only called with the lock held)."""
+    for name in (PARQUET, CSV):
+        for tmp in results_dir.glob(f".{name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
 
 
 def write_row_json(path: Path, row: dict[str, Any]) -> None:

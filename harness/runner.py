@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import frameworks
-from harness import collect, execute, launchers, provenance, results
+from harness import collect, execute, launchers, provenance, redact, results
 from harness.axes import Status
+from harness.errors import UserError
 from harness.events import latest_step, read_rank
 from harness.launchers import LaunchRequest
 from harness.matrix import expand
@@ -33,61 +34,106 @@ def new_sweep_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None = None) -> list[dict[str, Any]]:
+# Launchers whose files are worth writing even where their engine is absent (a manifest to apply elsewhere).
+DRY_RUN_ALWAYS = frozenset({"slurm", "kubernetes"})
+
+# A run that ended with one of these has its result; --resume does not run it again.
+COMPLETED = frozenset({Status.OK.value})
+
+
+def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None = None,
+              resume: bool = False) -> list[dict[str, Any]]:
     """Run every run of ``scenario``; each row is appended to the table as soon as its run ends.
 
+    With ``resume``, the latest sweep of this scenario in ``results_dir`` goes on
+    under its own id, and only its runs that have not completed are run.
     A KeyboardInterrupt stops the sweep after recording the current run as ``interrupted``.
     """
-    sweep_id = new_sweep_id()
     specs = expand(scenario)
+    if resume:
+        sweep_id, done = resumable_sweep(results_dir, scenario.name)
+        specs = [s for s in specs if (s.config_id(), s.repeat) not in done]
+    else:
+        sweep_id = new_sweep_id()
     sweep_dir = Path(results_dir) / "runs" / sweep_id
     rows = []
     for index, spec in enumerate(specs):
         if observer:
             observer.run_started(index, len(specs), spec)
-        run_dir = sweep_dir / f"{index:04d}"
+        run_dir = _new_run_dir(sweep_dir)
         try:
             row = run_one(spec, run_dir, sweep_id, observer)
         except KeyboardInterrupt:
             row = _row(spec, run_dir, sweep_id, Status.INTERRUPTED, "interrupted by the user (Ctrl-C)")
-            _record(results_dir, run_dir, row, observer)
-            rows.append(row)
+            rows.append(_record(results_dir, run_dir, row, observer))
             raise
-        _record(results_dir, run_dir, row, observer)
-        rows.append(row)
+        rows.append(_record(results_dir, run_dir, row, observer))
     return rows
 
 
-def _record(results_dir: Path, run_dir: Path, row: dict[str, Any], observer: Observer | None) -> None:
+def resumable_sweep(results_dir: Path, scenario_name: str) -> tuple[str, set[tuple[str, int]]]:
+    """The latest sweep of ``scenario_name`` and its completed (config_id, repeat) pairs."""
+    table = results.load(results_dir)
+    mine = table[table["scenario"] == scenario_name]
+    if mine.empty:
+        raise UserError(f"--resume: no earlier sweep of scenario {scenario_name!r} in {results_dir}")
+    sweep_id = mine.sort_values("timestamp")["sweep_id"].iloc[-1]
+    sweep = mine[(mine["sweep_id"] == sweep_id) & mine["status"].isin(COMPLETED)]
+    return sweep_id, set(zip(sweep["config_id"], sweep["repeat"].astype(int)))
+
+
+def _new_run_dir(sweep_dir: Path) -> Path:
+    """The sweep's next run folder: numbered in order, never one an earlier attempt used."""
+    taken = [int(p.name) for p in sweep_dir.glob("[0-9]" * 4)] if sweep_dir.exists() else []
+    return sweep_dir / f"{max(taken, default=-1) + 1:04d}"
+
+
+def _record(results_dir: Path, run_dir: Path, row: dict[str, Any], observer: Observer | None) -> dict[str, Any]:
+    """Persist a finished run's row (scrubbed of secrets, as its folder is), tell the observer, return it."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    redact.scrub_folder(run_dir)
+    row = redact.scrub_row(row)
     results.write_row_json(run_dir / "row.json", row)
     results.append(results_dir, [row])
     if observer:
         observer.run_finished(row)
+    return row
 
 
 def skip_reason(spec: RunSpec) -> str | None:
-    """Why ``spec`` cannot run here (unsupported combination or missing package), or None."""
+    """Why ``spec`` cannot run here (unsupported combination, launcher or missing package), or None."""
     info = frameworks.get(spec.framework)
     missing = info.missing_modules(spec.workload)
-    return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage)
-            or launchers.unsupported_reason(info.launcher, spec)
+    return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.launcher)
+            or launchers.unsupported_reason(spec.launcher, spec)
             or (f"not installed: {', '.join(missing)} (install the {spec.framework} extra)" if missing else None))
 
 
-def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | None = None) -> dict[str, Any]:
-    """Launch one run and turn what it left into a row (never raises for a failed run)."""
+def prepare(spec: RunSpec, run_dir: Path) -> launchers.LaunchCommand:
+    """Write the run's spec file, launcher files and command record; return what would run."""
     info = frameworks.get(spec.framework)
-    reason = skip_reason(spec)
-    if reason:
-        return _row(spec, run_dir, sweep_id, Status.SKIPPED, reason, launcher=info.launcher)
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = run_dir / "spec.json"
     write_spec_file(spec_file, spec, run_dir)
     request = LaunchRequest(spec=spec, worker_module=info.worker_module, spec_file=spec_file,
-                            python=sys.executable, cpu_count=os.cpu_count() or 1)
-    command = launchers.get(info.launcher)(request)
-    (run_dir / "command.json").write_text(json.dumps({"argv": command.argv, "env": dict(command.env)}, indent=2))
+                            python=sys.executable, cpu_count=os.cpu_count() or 1, repo_root=provenance.REPO_ROOT)
+    command = launchers.get(spec.launcher)(request)
+    for name, text in command.files.items():
+        (run_dir / name).write_text(text)
+    scrub_all = lambda argvs: [[redact.scrub(a) for a in argv] for argv in argvs]  # noqa: E731
+    record = {"argv": scrub_all([command.argv])[0], "env": redact.scrub_env(command.env),
+              "files": sorted(command.files), "setup": scrub_all(command.setup), "also": scrub_all(command.also),
+              "abort": scrub_all(command.abort)}
+    (run_dir / "command.json").write_text(json.dumps(record, indent=2))
+    return command
+
+
+def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | None = None) -> dict[str, Any]:
+    """Launch one run and turn what it left into a row (never raises for a failed run)."""
+    reason = skip_reason(spec)
+    if reason:
+        return _row(spec, run_dir, sweep_id, Status.SKIPPED, reason)
+    command = prepare(spec, run_dir)
 
     def tick() -> None:
         event = latest_step(run_dir, 0)
@@ -98,11 +144,26 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
                           timeout_s=spec.timeout_s, on_tick=tick)
     ranks = [read_rank(run_dir, rank) for rank in range(spec.world_size)]
     status, reason = collect.status_and_reason(spec, outcome, ranks, run_dir)
-    fields = collect.worker_facts(ranks, info.requires[0])
+    fields = collect.worker_facts(ranks, frameworks.get(spec.framework).requires[0])
     if status == Status.OK:
         fields.update(collect.measurement_fields(ranks))
-    return _row(spec, run_dir, sweep_id, status, reason, launcher=info.launcher, launch_s=outcome.seconds,
-                **fields)
+    return _row(spec, run_dir, sweep_id, status, reason, launch_s=outcome.seconds, **fields)
+
+
+def dry_run(scenario: Scenario, out_dir: Path) -> list[tuple[RunSpec, Path, str | None]]:
+    """Write every run's files (spec, batch script, manifests, command record) without launching.
+
+    Returns each run with its folder and, for a run that would be skipped, why.
+    """
+    sweep_dir = Path(out_dir) / "dry-run" / new_sweep_id()
+    planned = []
+    for index, spec in enumerate(expand(scenario)):
+        run_dir = sweep_dir / f"{index:04d}"
+        reason = skip_reason(spec)
+        if reason is None or spec.launcher in DRY_RUN_ALWAYS:
+            prepare(spec, run_dir)
+        planned.append((spec, run_dir, reason))
+    return planned
 
 
 def _row(spec: RunSpec, run_dir: Path, sweep_id: str, status: Status, reason: str | None,

@@ -9,6 +9,7 @@ Layout of a scenario file::
     [[include]]                    # extra combinations (axis = value)
     [[exclude]]                    # combinations to drop (axis = value, all must match)
     [workload_options.<workload>]  # per-workload option overrides
+    [launcher_options.<launcher>]  # a launcher's settings (hosts, partition, image, ...)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import frameworks
-from harness import config
+from harness import config, launchers, network
 from harness.axes import Device, Size, Storage, Strategy, Workload
 from harness.config import Where
 from harness.errors import UserError
@@ -52,6 +53,8 @@ class Matrix:
     batch_per_worker: tuple[int, ...] = field(default=(32,), metadata={"min": 1})
     strategy: tuple[Strategy, ...] = (Strategy.ALLREDUCE,)
     storage: tuple[Storage, ...] = (Storage.SYNTHETIC,)
+    launcher: tuple[str, ...] = (launchers.AUTO,)  # "auto": the framework's default
+    network: tuple[str, ...] = (network.UNLIMITED,)  # link cap between hosts, e.g. "1gbit"
 
 
 AXES = [f.name for f in dataclasses.fields(Matrix)]
@@ -67,10 +70,11 @@ class Scenario:
     include: tuple[Mapping[str, Any], ...] = ()
     exclude: tuple[Mapping[str, Any], ...] = ()
     workload_options: Mapping[Workload, Mapping[str, int]] = field(default_factory=dict)
+    launcher_options: Mapping[str, Any] = field(default_factory=dict)  # launcher name -> its Options
 
 
 TOP_LEVEL_KEYS = ["format", "name", "description", "settings", "matrix", "include", "exclude",
-                  "workload_options"]
+                  "workload_options", "launcher_options"]
 
 
 def load(path: str | Path) -> Scenario:
@@ -99,13 +103,16 @@ def parse(doc: Mapping[str, Any], file: str, default_name: str = "scenario") -> 
     if "matrix" not in doc:
         raise where.error("matrix", "missing (required): the axes to run, e.g. framework and workload")
     matrix = config.build(Matrix, config.expect_table(doc["matrix"], where, "matrix"), where.sub("matrix"),
-                          framework={"choices": frameworks.names()})
+                          **_registry_choices())
+    _check_networks(matrix.network, where.sub("matrix"))
     include = tuple(_complete_include(combo, matrix, Where(file, f"include][{i}"))
                     for i, combo in enumerate(_rules(doc.get("include", []), where, "include")))
     exclude = _rules(doc.get("exclude", []), where, "exclude")
     options = _workload_options(doc.get("workload_options", {}), where.sub("workload_options"))
+    launcher_options = _launcher_options(doc.get("launcher_options", {}), where.sub("launcher_options"))
     scenario = Scenario(name=name, path=file, settings=settings, matrix=matrix, description=description,
-                        include=include, exclude=exclude, workload_options=options)
+                        include=include, exclude=exclude, workload_options=options,
+                        launcher_options=launcher_options)
     from harness.matrix import expand  # validates sizes of the expanded runs
     expand(scenario)
     return scenario
@@ -126,11 +133,37 @@ def _rules(value: Any, where: Where, key: str) -> tuple[dict[str, Any], ...]:
         for axis, raw in entry.items():
             item_tp = config.field_type(Matrix, axis).__args__[0]
             meta = dict(next(f for f in dataclasses.fields(Matrix) if f.name == axis).metadata)
-            if axis == "framework":
-                meta["choices"] = frameworks.names()
+            meta.update(_registry_choices().get(axis, {}))
             rule[axis] = config.convert(raw, item_tp, entry_where, axis, meta)
+            if axis == "network":
+                _check_networks((rule[axis],), entry_where)
         rules.append(rule)
     return tuple(rules)
+
+
+def _registry_choices() -> dict[str, dict[str, list[str]]]:
+    """Axes whose allowed values come from a registry, as field metadata."""
+    return {"framework": {"choices": frameworks.names()},
+            "launcher": {"choices": [launchers.AUTO, *launchers.names()]}}
+
+
+def _check_networks(values: tuple[str, ...], where: Where) -> None:
+    for value in values:
+        try:
+            network.bits_per_s(value)
+        except ValueError as exc:
+            raise where.error("network", str(exc)) from None
+
+
+def _launcher_options(value: Any, where: Where) -> dict[str, Any]:
+    """``[launcher_options.<name>]`` tables, each built into that launcher's ``Options``."""
+    table = config.expect_table(value, Where(where.file), "launcher_options")
+    result = {}
+    for name, settings in table.items():
+        config.convert(name, str, where, name, {"choices": launchers.names()})
+        result[name] = config.build(launchers.module(name).Options, config.expect_table(settings, where, name),
+                                    where.sub(name))
+    return result
 
 
 def _complete_include(combo: dict[str, Any], matrix: Matrix, where: Where) -> dict[str, Any]:

@@ -16,7 +16,7 @@ SPEC_FORMAT = 1
 # The dimensions that identify a configuration (repeats of it share them).
 CONFIG_COLUMNS = ("scenario", "framework", "workload", "size", "nodes", "procs_per_node",
                   "world_size", "batch_per_worker", "global_batch", "strategy", "storage",
-                  "device_requested", "warmup_steps", "measured_steps")
+                  "launcher", "network", "device_requested", "warmup_steps", "measured_steps")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class RunSpec:
     timeout_s: float
     device: Device
     seed: int
+    launcher: str = "torchrun"  # resolved (never "auto")
+    launcher_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the launcher's Options, as data
+    network: str = "unlimited"  # link bandwidth cap between hosts (harness.network)
 
     @property
     def world_size(self) -> int:
@@ -55,13 +58,15 @@ class RunSpec:
             "size": self.size.value, "nodes": self.nodes, "procs_per_node": self.procs_per_node,
             "world_size": self.world_size, "batch_per_worker": self.batch_per_worker,
             "global_batch": self.global_batch, "strategy": self.strategy.value,
-            "storage": self.storage.value, "device_requested": self.device.value,
+            "storage": self.storage.value, "launcher": self.launcher, "network": self.network,
+            "device_requested": self.device.value,
             "warmup_steps": self.warmup_steps, "measured_steps": self.measured_steps,
         }
 
     def config_id(self) -> str:
         """A stable short id of the configuration (options included), equal across repeats."""
-        key = {**self.dimensions(), "workload_options": dict(self.workload_options), "seed": self.seed}
+        key = {**self.dimensions(), "workload_options": dict(self.workload_options), "seed": self.seed,
+               "launcher_options": dict(self.launcher_options)}
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:

@@ -1,24 +1,55 @@
 """Entry point of every worker process: ``python -m harness.worker MODULE SPEC_FILE``.
 
-It finds the rank from whichever launcher started it, sends the process's
-output to ``rank<R>.log`` in the run's folder, opens the rank's event records,
-then imports the framework's worker ``MODULE`` and calls its ``main``. An
-exception becomes an ``error`` record and a non-zero exit.
+It finds the rank from whichever launcher started it and sends the process's
+output to ``rank<R>.log`` in the run's folder. It then runs the framework's
+worker ``MODULE`` in a child process and waits for it, so that how the rank
+ended is always on record, whatever the launcher: the child's exception becomes
+an ``error`` record, and this supervisor adds an ``exit`` record with the exit
+status or the signal (a segfault, the OOM killer's SIGKILL, an early exit 0
+leave no word of their own). Signals the launcher sends are passed on to the
+child; the supervisor dies with its parent and the child with the supervisor.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import signal
+import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
 from harness.events import EventWriter
+from harness.lifetime import die_with_parent
 from harness.spec import read_spec_file
 
 # Rank variables of torchrun, Open MPI, MPICH/Hydra, PMIx and SLURM, in that order.
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+CHILD_FLAG = "--child"
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+# torch.distributed's variables and where other launchers keep the same facts (Open MPI, MPICH/Hydra, SLURM).
+TORCH_VARIABLES = {
+    "RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"),
+    "WORLD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"),
+    "LOCAL_RANK": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"),
+    "LOCAL_WORLD_SIZE": ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"),
+}
+
+
+def torch_variables(env: dict[str, str]) -> dict[str, str]:
+    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from whichever launcher started the rank,
+    so that one worker serves torchrun, mpirun and srun alike (torchrun's own win)."""
+    found = {}
+    for name, sources in TORCH_VARIABLES.items():
+        if name not in env:
+            value = next((env[s] for s in sources if s in env), None)
+            if value is not None:
+                found[name] = value.split("(")[0]  # SLURM_NTASKS_PER_NODE may read "2(x3)"
+    return found
 
 
 def rank_from_env(env: dict[str, str] | None = None) -> int:
@@ -42,21 +73,51 @@ def _redirect_output(path: Path) -> None:
     os.close(fd)
 
 
-def main(argv: list[str] | None = None) -> None:
-    module_name, spec_file = (argv if argv is not None else sys.argv[1:])[:2]
-    spec, out_dir = read_spec_file(spec_file)
+def exit_fields(returncode: int) -> dict[str, object]:
+    """An ``exit`` record's fields from a Popen return code (negative: killed by that signal)."""
+    if returncode < 0:
+        return {"code": None, "signal": signal.Signals(-returncode).name}
+    return {"code": returncode, "signal": None}
+
+
+def supervise(module_name: str, spec_file: str) -> int:
+    """Run the worker as a child, record how it ended; returns the exit status to leave with."""
+    die_with_parent()
+    _, out_dir = read_spec_file(spec_file)
     rank = rank_from_env()
     _redirect_output(log_path(out_dir, rank))
+    child = subprocess.Popen([sys.executable, "-m", "harness.worker", CHILD_FLAG, module_name, spec_file],
+                             env={**os.environ, **torch_variables(dict(os.environ))}, preexec_fn=die_with_parent)
+    for sig in FORWARDED_SIGNALS:
+        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+    returncode = child.wait()
     events = EventWriter(out_dir, rank)
+    events.emit("exit", time=time.time(), **exit_fields(returncode))
+    events.close()
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def run_child(module_name: str, spec_file: str) -> None:
+    """The worker itself: import the framework's module and call its ``main``."""
+    spec, out_dir = read_spec_file(spec_file)
+    events = EventWriter(out_dir, rank_from_env())
     try:
         importlib.import_module(module_name).main(spec, events)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the records
-        events.emit("error", message=f"{type(exc).__name__}: {exc}"[:2000])
+        events.emit("error", time=time.time(), message=f"{type(exc).__name__}: {exc}"[:2000])
         traceback.print_exc()
         sys.stderr.flush()
         events.close()
         os._exit(1)
     events.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(argv if argv is not None else sys.argv[1:])
+    if args and args[0] == CHILD_FLAG:
+        run_child(*args[1:3])
+    else:
+        sys.exit(supervise(*args[:2]))
 
 
 if __name__ == "__main__":

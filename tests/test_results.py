@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from harness import results
+from harness.errors import UserError
 
 
 def _row(**kw):
@@ -35,8 +36,31 @@ def test_unknown_column_is_rejected():
 
 def test_other_schema_version_is_refused(tmp_path):
     results.append(tmp_path, [_row(schema_version=99)])
-    with pytest.raises(ValueError, match="schema versions"):
+    with pytest.raises(UserError, match="schema versions"):
         results.load(tmp_path)
+
+
+def test_unreadable_table_is_a_one_line_error(tmp_path):
+    results.append(tmp_path, [_row()])
+    data = (tmp_path / results.PARQUET).read_bytes()
+    (tmp_path / results.PARQUET).write_bytes(data[: len(data) // 2])  # a table truncated by a disk fault
+    with pytest.raises(UserError, match=r"results.parquet: not a readable results table .*row.json") as info:
+        results.load(tmp_path)
+    assert "\n" not in str(info.value)
+
+
+def test_results_folder_that_is_a_file_is_a_one_line_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UserError, match="the results folder is a file"):
+        results.load(tmp_path / "file")
+
+
+def test_stale_temporaries_of_a_killed_writer_are_removed(tmp_path):
+    results.append(tmp_path, [_row()])
+    (tmp_path / f".{results.PARQUET}.abc.tmp").write_bytes(b"half a table")
+    results.append(tmp_path, [_row(run_id="s1/0001")])
+    assert not list(tmp_path.glob(".*.tmp"))
+    assert len(results.load(tmp_path)) == 2
 
 
 def test_empty_table_has_schema(tmp_path):

@@ -6,7 +6,7 @@ from harness.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="torch_ddp",
     title="PyTorch DDP",
-    launcher="torchrun",
+    launchers=("torchrun", "mpirun", "slurm", "kubernetes"),
     worker_module="frameworks.torch_ddp.worker",
     requires=("torch",),
     workload_requires={Workload.BERT: ("transformers",)},

@@ -1,22 +1,57 @@
-"""Launcher registry. A launcher is a pure function from a run to an argv and an
-environment (accelerate's style); :mod:`harness.execute` is the thin layer that runs it.
+"""Launcher registry. A launcher is a pure function from a run to what would run (accelerate's
+style): argument lists, an environment and files, never a shell string; :mod:`harness.execute`
+is the thin layer that runs it.
+
+Each launcher is a module named in ``REGISTRY`` that defines
+
+- ``Options``: a frozen dataclass of its settings, read from a scenario's
+  ``[launcher_options.<name>]`` table (unknown keys are errors);
+- ``command(request) -> LaunchCommand``;
+- ``unsupported_reason(spec) -> str | None``: why it cannot start the run here
+  (a missing engine, too many nodes), which makes the run a ``skipped`` row.
+
+Adding a launcher means adding its module and a line here.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from types import ModuleType
+from typing import Any, Callable, Mapping
 
 from harness.spec import RunSpec
+
+REGISTRY: dict[str, str] = {
+    "torchrun": "harness.launchers.torchrun",
+    "mpirun": "harness.launchers.mpirun",
+    "slurm": "harness.launchers.slurm",
+    "kubernetes": "harness.launchers.kubernetes",
+}
+AUTO = "auto"  # the framework's own default launcher
+
+Argv = tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class LaunchCommand:
-    """What would run: an argument list and the variables set on top of the harness's environment."""
+    """What would run: an argument list and the variables set on top of the harness's environment.
 
-    argv: tuple[str, ...]
+    ``files`` (name -> text) are written into the run's folder first (a batch script,
+    manifests); ``setup`` commands run before the launch (e.g. shaping a link) and must
+    succeed; ``also`` are further commands started beside ``argv`` in its process group
+    (one per further host); ``abort`` runs when the launch is stopped early (a timeout,
+    Ctrl-C), for engines whose work outlives the local process (``scancel``).
+    """
+
+    argv: Argv
     env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    setup: tuple[Argv, ...] = ()
+    also: tuple[Argv, ...] = ()
+    abort: tuple[Argv, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -28,9 +63,49 @@ class LaunchRequest:
     spec_file: Path
     python: str
     cpu_count: int
+    repo_root: Path = Path(".")
+
+    @property
+    def run_dir(self) -> Path:
+        return self.spec_file.parent
 
 
 Launcher = Callable[[LaunchRequest], LaunchCommand]
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def module(name: str) -> ModuleType:
+    """The launcher's module (KeyError if unknown)."""
+    return importlib.import_module(REGISTRY[name])
+
+
+def get(name: str) -> Launcher:
+    return module(name).command
+
+
+def options(request_or_spec: LaunchRequest | RunSpec) -> Any:
+    """The run's launcher options as the launcher's ``Options`` dataclass."""
+    spec = getattr(request_or_spec, "spec", request_or_spec)
+    return module(spec.launcher).Options(**spec.launcher_options)
+
+
+def options_as_data(value: Any) -> dict[str, Any]:
+    """An ``Options`` instance as plain JSON-able data (enums as their values, tuples as lists)."""
+    def plain(v: Any) -> Any:
+        if hasattr(v, "value"):
+            return v.value
+        if isinstance(v, (tuple, list)):
+            return [plain(x) for x in v]
+        return v
+    return {k: plain(v) for k, v in dataclasses.asdict(value).items()}
+
+
+def unsupported_reason(name: str, spec: RunSpec) -> str | None:
+    """Why launcher ``name`` cannot start ``spec`` here, or None."""
+    return module(name).unsupported_reason(spec)
 
 
 def worker_argv(request: LaunchRequest) -> list[str]:
@@ -38,20 +113,30 @@ def worker_argv(request: LaunchRequest) -> list[str]:
     return ["-m", "harness.worker", request.worker_module, str(request.spec_file)]
 
 
-def threads_per_rank(request: LaunchRequest) -> int:
-    """CPU threads per rank so that the ranks on one node share its cores without oversubscription."""
-    return max(1, request.cpu_count // request.spec.procs_per_node)
+def threads_per_rank(request: LaunchRequest, node_cpus: int | None = None) -> int:
+    """CPU threads per rank so that the ranks on one node share its cores without oversubscription.
+
+    ``node_cpus``: the cores of the node the ranks run on, where it is not this machine.
+    """
+    return max(1, (node_cpus or request.cpu_count) // request.spec.procs_per_node)
 
 
-def get(name: str) -> Launcher:
-    from harness.launchers import torchrun
+def worker_env(request: LaunchRequest, node_cpus: int | None = None) -> dict[str, str]:
+    """Variables every rank gets, whatever starts it."""
+    threads = str(threads_per_rank(request, node_cpus))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"}
 
-    launchers: dict[str, Launcher] = {"torchrun": torchrun.command}
-    return launchers[name]
+
+def results_root(request: LaunchRequest) -> Path:
+    """The results folder the run's folder lies in (``<results>/<runs|dry-run>/<sweep>/<run>``):
+    what a container must mount to read the spec and write the records."""
+    return request.run_dir.parents[2]
 
 
-def unsupported_reason(name: str, spec: RunSpec) -> str | None:
-    """Why launcher ``name`` cannot start ``spec`` here, or None."""
-    if spec.nodes > 1:
-        return f"{spec.nodes} nodes: the {name} launcher here runs on one node only"
-    return None
+def remote_argv(prefix: Argv, cwd: Path, env: Mapping[str, str], argv: Argv) -> Argv:
+    """``argv`` run on another host through ``prefix`` (ssh, ip netns exec), in ``cwd`` with ``env``.
+
+    The environment and folder are given explicitly (``env -C``) because a remote shell
+    does not carry the harness's.
+    """
+    return (*prefix, "env", "-C", str(cwd), *(f"{k}={v}" for k, v in env.items()), *argv)

@@ -1,20 +1,55 @@
-"""torchrun (torch.distributed.run), single node, standalone rendezvous."""
+"""torchrun (torch.distributed.run): one node standalone, or several hosts with c10d rendezvous."""
 
 from __future__ import annotations
 
-from harness.launchers import LaunchCommand, LaunchRequest, threads_per_rank, worker_argv
+import shutil
+from dataclasses import dataclass, field
+
+from harness.launchers import (LaunchCommand, LaunchRequest, hosts as host_list, options, remote_argv,
+                               worker_argv, worker_env)
+from harness.events import HOST_VARIABLE
+from harness.launchers.hosts import RemoteShell
+from harness.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Options:
+    """Multi-node settings; with no ``hosts`` every run stays on this machine."""
+
+    hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # ssh names or netns names
+    addresses: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # for rendezvous
+    remote: RemoteShell = RemoteShell.SSH
+    rendezvous_port: int = field(default=29400, metadata={"min": 1, "max": 65535})
+    interface: str = "eth0"  # the hosts' network interface (sockets of gloo/NCCL, network caps)
 
 
 def command(request: LaunchRequest) -> LaunchCommand:
-    """``python -m torch.distributed.run --standalone --nproc-per-node P -m harness.worker ...``.
+    """``python -m torch.distributed.run ... -m harness.worker MODULE SPEC``, once per node.
 
     ``python -m torch.distributed.run`` is the ``torchrun`` console script, run with the
     same interpreter as the harness so the workers see the same environment.
     """
-    spec = request.spec
-    argv = [request.python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-            "--nproc-per-node", str(spec.procs_per_node), "--no-python", request.python]
-    argv += worker_argv(request)
-    threads = str(threads_per_rank(request))
-    return LaunchCommand(tuple(argv), {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-                                       "PYTHONUNBUFFERED": "1"})
+    spec, opts = request.spec, options(request)
+    env = worker_env(request)
+    tail = ["--nproc-per-node", str(spec.procs_per_node), "--no-python", request.python, *worker_argv(request)]
+    if spec.nodes == 1 and not opts.hosts:
+        argv = (request.python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", *tail)
+        return LaunchCommand(argv, env)
+    env.update(GLOO_SOCKET_IFNAME=opts.interface, NCCL_SOCKET_IFNAME=opts.interface)
+    endpoint = f"{host_list.addresses(opts.hosts, opts.addresses)[0]}:{opts.rendezvous_port}"
+    node_argv = (request.python, "-m", "torch.distributed.run", "--nnodes", str(spec.nodes),
+                 "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", spec.config_id(),
+                 "--max-restarts", "0", *tail)
+    per_host = [remote_argv(host_list.prefix(opts.remote, host), request.repo_root, {**env, HOST_VARIABLE: host},
+                            node_argv)
+                for host in opts.hosts[: spec.nodes]]
+    return LaunchCommand(per_host[0], env, setup=host_list.shaping(spec, opts.hosts, opts.remote, opts.interface),
+                         also=tuple(per_host[1:]))
+
+
+def unsupported_reason(spec: RunSpec) -> str | None:
+    opts = options(spec)
+    reason = host_list.check(spec, opts.hosts, opts.addresses, opts.remote, "torchrun")
+    if reason is None and opts.remote == RemoteShell.NETNS and shutil.which("ip") is None:
+        reason = "remote = \"netns\" needs the ip command (iproute2)"
+    return reason

@@ -1,0 +1,60 @@
+"""mpirun (Open MPI): one rank per process on one node or on several hosts.
+
+Torch ranks started this way find their rank and world size from Open MPI's
+variables (harness.worker maps them) and meet at MASTER_ADDR:MASTER_PORT.
+Hosts in network namespaces are reached with ``ip netns exec`` as Open MPI's
+remote agent, with mpirun itself started in the first host's namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+
+from harness.launchers import LaunchCommand, LaunchRequest, hosts as host_list, options, worker_argv, worker_env
+from harness.launchers.hosts import RemoteShell
+from harness.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Options:
+    hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
+    addresses: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
+    remote: RemoteShell = RemoteShell.SSH
+    master_port: int = field(default=29500, metadata={"min": 1, "max": 65535})
+    interface: str = "eth0"
+    extra_args: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # e.g. ["--mca", "btl", "^openib"]
+
+
+def command(request: LaunchRequest) -> LaunchCommand:
+    """``mpirun -np W [--host h:P,...] -x VAR... python -m harness.worker MODULE SPEC``."""
+    spec, opts = request.spec, options(request)
+    multi_host = bool(opts.hosts)
+    addresses = host_list.addresses(opts.hosts, opts.addresses)
+    env = {**worker_env(request), "MASTER_ADDR": addresses[0] if multi_host else "127.0.0.1",
+           "MASTER_PORT": str(opts.master_port)}
+    argv = ["mpirun", "-np", str(spec.world_size), "--bind-to", "none", "--tag-output"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")  # containers and the test cluster run as root
+    if multi_host:
+        env.update(GLOO_SOCKET_IFNAME=opts.interface, NCCL_SOCKET_IFNAME=opts.interface)
+        argv += ["--host", ",".join(f"{h}:{spec.procs_per_node}" for h in opts.hosts[: spec.nodes]),
+                 "--mca", "oob_tcp_if_include", opts.interface, "--mca", "btl_tcp_if_include", opts.interface]
+        if opts.remote == RemoteShell.NETNS:
+            argv += ["--mca", "plm_rsh_agent", "ip netns exec"]
+    for name in env:
+        argv += ["-x", name]
+    argv += [*opts.extra_args, request.python, *worker_argv(request)]
+    prefix = host_list.prefix(opts.remote, opts.hosts[0]) if multi_host and opts.remote == RemoteShell.NETNS else ()
+    return LaunchCommand((*prefix, *argv), env,
+                         setup=host_list.shaping(spec, opts.hosts, opts.remote, opts.interface))
+
+
+def unsupported_reason(spec: RunSpec) -> str | None:
+    if shutil.which("mpirun") is None:
+        return "mpirun not found (install Open MPI, e.g. apt-get install openmpi-bin)"
+    opts = options(spec)
+    if spec.nodes > 1 or opts.hosts:
+        return host_list.check(spec, opts.hosts, opts.addresses, opts.remote, "mpirun")
+    return None

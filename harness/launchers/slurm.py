@@ -1,0 +1,94 @@
+"""SLURM: an sbatch script per run, submitted with ``sbatch --wait``; each task is one rank.
+
+``srun`` starts one ``python -m harness.worker`` per task; ranks find their rank and
+world size from SLURM's variables (harness.worker maps them) and meet at the first
+node of the allocation. The run's folder must be on storage every node sees (as the
+repository and its environment must), which is how clusters are set up.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from enum import Enum
+
+from harness.launchers import LaunchCommand, LaunchRequest, options, results_root, worker_argv, worker_env
+from harness.spec import RunSpec
+
+SCRIPT = "job.sbatch"
+
+
+class ContainerRuntime(str, Enum):
+    NONE = "none"
+    PYXIS = "pyxis"  # NVIDIA's enroot + pyxis: srun --container-image
+    APPTAINER = "apptainer"
+
+
+@dataclass(frozen=True)
+class Options:
+    partition: str = ""
+    account: str = ""
+    gpus_per_node: int = field(default=0, metadata={"min": 0})
+    cpus_per_task: int = field(default=0, metadata={"min": 0})  # 0: SLURM's default
+    time_limit_min: int = field(default=30, metadata={"min": 1})
+    master_port: int = field(default=29500, metadata={"min": 1, "max": 65535})
+    container_runtime: ContainerRuntime = ContainerRuntime.NONE
+    container_image: str = ""
+    container_mounts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # "src:dst"
+    container_workdir: str = "/opt/rosetta"  # where the image holds the repository
+    extra_sbatch: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # e.g. ["--exclusive"]
+
+
+def job_name(request: LaunchRequest) -> str:
+    """Unique per run, so that ``scancel --name`` stops this run's job and no other."""
+    return "rosetta-" + "-".join(request.run_dir.parts[-2:])
+
+
+def script(request: LaunchRequest) -> str:
+    """The sbatch script: resources as #SBATCH lines, the ranks started by one srun."""
+    spec, opts = request.spec, options(request)
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name(request)}", f"#SBATCH --nodes={spec.nodes}",
+             f"#SBATCH --ntasks-per-node={spec.procs_per_node}", f"#SBATCH --time={opts.time_limit_min}",
+             f"#SBATCH --output={request.run_dir / 'slurm-%j.out'}", f"#SBATCH --chdir={request.repo_root}"]
+    for flag, value in (("partition", opts.partition), ("account", opts.account),
+                        ("gpus-per-node", opts.gpus_per_node), ("cpus-per-task", opts.cpus_per_task)):
+        if value:
+            lines.append(f"#SBATCH --{flag}={value}")
+    lines += [f"#SBATCH {extra}" for extra in opts.extra_sbatch]
+    lines += ["set -euo pipefail",
+              'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+              f"export MASTER_PORT={opts.master_port}",
+              shlex.join(srun_argv(request))]
+    return "\n".join(lines) + "\n"
+
+
+def srun_argv(request: LaunchRequest) -> list[str]:
+    opts = options(request)
+    results = str(results_root(request))
+    mounts = [*opts.container_mounts, f"{results}:{results}"]  # the run's spec in, its records out
+    if opts.container_runtime == ContainerRuntime.PYXIS:
+        return ["srun", f"--container-image={opts.container_image}", f"--container-mounts={','.join(mounts)}",
+                f"--container-workdir={opts.container_workdir}", "python", *worker_argv(request)]
+    if opts.container_runtime == ContainerRuntime.APPTAINER:
+        binds = [a for m in mounts for a in ("--bind", m)]
+        return ["srun", "apptainer", "exec", *(["--nv"] if opts.gpus_per_node else []), *binds,
+                "--pwd", opts.container_workdir, opts.container_image, "python", *worker_argv(request)]
+    return ["srun", request.python, *worker_argv(request)]
+
+
+def command(request: LaunchRequest) -> LaunchCommand:
+    """``sbatch --wait`` of the run's script: returns when the job ends, with its exit status."""
+    path = request.run_dir / SCRIPT
+    node_cpus = options(request).cpus_per_task * request.spec.procs_per_node or None
+    return LaunchCommand(("sbatch", "--wait", "--parsable", str(path)), worker_env(request, node_cpus),
+                         files={SCRIPT: script(request)}, abort=(("scancel", "--name", job_name(request)),))
+
+
+def unsupported_reason(spec: RunSpec) -> str | None:
+    opts = options(spec)
+    if opts.container_runtime != ContainerRuntime.NONE and not opts.container_image:
+        return f"[launcher_options.slurm] container_runtime = {opts.container_runtime.value!r} needs container_image"
+    if shutil.which("sbatch") is None:
+        return "sbatch not found: no SLURM client here (rosetta run --dry-run writes the batch scripts)"
+    return None

@@ -1,0 +1,41 @@
+"""The ``network`` axis: a cap on each host's link bandwidth, applied with Linux's ``tbf`` qdisc.
+
+Values are ``unlimited`` or a rate in tc's notation: a number and ``kbit``, ``mbit`` or
+``gbit`` (bits per second, decimal multiples), e.g. ``10gbit``, ``1gbit``, ``100mbit``.
+Caps are applied only to hosts the harness owns (network namespaces, see
+``tools/netns_hosts.py``): shaping a real cluster's links is not a benchmark's business.
+"""
+
+from __future__ import annotations
+
+import re
+
+UNLIMITED = "unlimited"
+RATE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>kbit|mbit|gbit)$")
+UNIT_BITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+TBF_LATENCY = "50ms"  # how long a packet may wait in the shaper before it is dropped
+
+
+def bits_per_s(value: str) -> float | None:
+    """The cap in bits/s (None for unlimited); ValueError naming the allowed forms."""
+    if value == UNLIMITED:
+        return None
+    match = RATE.match(value)
+    if not match or float(match["number"]) <= 0:
+        raise ValueError(f"must be {UNLIMITED!r} or a rate like '10gbit', '1gbit', '100mbit'; got {value!r}")
+    return float(match["number"]) * UNIT_BITS[match["unit"]]
+
+
+def tbf_burst_bytes(rate_bits_per_s: float) -> int:
+    """A token bucket large enough for the rate at the kernel's timer granularity (rate/250 Hz),
+    and never below 64 KiB so that segmentation-offloaded packets pass."""
+    return max(64 * 1024, int(rate_bits_per_s / 8 / 250))
+
+
+def shaping_argv(interface: str, value: str) -> tuple[str, ...]:
+    """The ``tc`` command that caps ``interface`` at ``value`` (or lifts any cap)."""
+    rate = bits_per_s(value)
+    if rate is None:
+        return ("tc", "qdisc", "replace", "dev", interface, "root", "pfifo", "limit", "1000")
+    return ("tc", "qdisc", "replace", "dev", interface, "root", "tbf", "rate", value,
+            "burst", str(tbf_burst_bytes(rate)), "latency", TBF_LATENCY)
