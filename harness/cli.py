@@ -314,12 +314,11 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
                                           "measured_steps": args.measured_steps})
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from harness.matrix import expand
         from harness.runner import run_sweep
 
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn()) as progress:
-            rows = run_sweep(sc, args.results, RichObserver(progress, len(expand(sc))))
+            rows = run_sweep(sc, args.results, RichObserver(progress))
         sweep = rows[0]["sweep_id"]
     table = results.load(args.results)
     table = table[table["sweep_id"] == sweep]
