@@ -200,8 +200,10 @@ def _side(group: pd.DataFrame) -> Side:
 
 
 def label_of(row: pd.Series) -> str:
+    """A configuration in a few words, with the start of its config_id (for ``history --config``)."""
+    launcher = f" {row['launcher']}" if "launcher" in row and pd.notna(row["launcher"]) else ""
     return (f"{row['framework']} {row['workload']}/{row['size']} {row['nodes']}x{row['procs_per_node']} "
-            f"b{row['batch_per_worker']} {row['strategy']} {row['storage']}")
+            f"b{row['batch_per_worker']} {row['strategy']} {row['storage']}{launcher} [{str(row['config_id'])[:8]}]")
 
 
 def provenance_changes(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[str, ...]:
