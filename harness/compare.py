@@ -203,7 +203,7 @@ def label_of(row: pd.Series) -> str:
     """A configuration in a few words, with the start of its config_id (for ``history --config``)."""
     launcher = f" {row['launcher']}" if "launcher" in row and pd.notna(row["launcher"]) else ""
     return (f"{row['framework']} {row['workload']}/{row['size']} {row['nodes']}x{row['procs_per_node']} "
-            f"b{row['batch_per_worker']} {row['strategy']} {row['storage']}{launcher} [{str(row['config_id'])[:8]}]")
+            f"b{row['batch_per_worker']} {row['strategy']} {row['storage']}{launcher} ({str(row['config_id'])[:8]})")
 
 
 def provenance_changes(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[str, ...]:
@@ -265,10 +265,11 @@ def gate_failed(cells: Sequence[Cell]) -> bool:
 def print_cells(cells: Sequence[Cell], console=None, title: str = "") -> None:
     """The comparison as a rich table, then every provenance difference in words."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
-    table = Table(title=title or "rosetta compare")
+    table = Table(title=escape(title or "rosetta compare"))
     for col, justify in [("configuration", "left"), ("baseline", "right"), ("current", "right"),
                          ("change", "right"), ("95% CI", "right"), ("noise", "right"), ("p (U test)", "right"),
                          ("repeats", "right"), ("verdict", "left"), ("provenance", "left")]:
@@ -278,7 +279,7 @@ def print_cells(cells: Sequence[Cell], console=None, title: str = "") -> None:
     for c in cells:
         measured = not math.isnan(c.change)
         table.add_row(
-            c.label,
+            escape(c.label),
             f"{c.baseline_rate:.1f}" if measured else "-",
             f"{c.current_rate:.1f}" if measured else "-",
             f"{c.change:+.1%}" if measured else "-",
@@ -286,7 +287,7 @@ def print_cells(cells: Sequence[Cell], console=None, title: str = "") -> None:
             f"±{c.threshold:.1%}" if measured else "-",
             f"{c.p_value:.2g}" if measured else "-",
             f"{c.baseline_repeats}/{c.current_repeats}",
-            f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]" + (f" ({c.note})" if c.note else ""),
+            f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]" + (f" ({escape(c.note)})" if c.note else ""),
             "[yellow]differs[/yellow]" if c.provenance else "same",
         )
     console.print(table)
@@ -295,4 +296,5 @@ def print_cells(cells: Sequence[Cell], console=None, title: str = "") -> None:
                   f"own spread; verdict needs |change| > noise, p < {ALPHA} and a CI that excludes 0", highlight=False)
     for c in cells:
         for line in c.provenance:
-            console.print(f"[yellow]provenance differs[/yellow] for {c.label}: {line}", highlight=False)
+            console.print(f"[yellow]provenance differs[/yellow] for {escape(c.label)}: {escape(line)}",
+                          highlight=False)

@@ -99,12 +99,13 @@ def points(table: pd.DataFrame, config_id: str | None = None, *, alpha: float = 
 
 def print_points(pts: Sequence[Point], console=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
     for cid in dict.fromkeys(p.config_id for p in pts):
         mine = [p for p in pts if p.config_id == cid]
-        table = Table(title=f"{mine[0].label} (config {cid})")
+        table = Table(title=escape(f"{mine[0].label}: config {cid}"))
         for col in ("when (UTC)", "sweep", "repeats", f"{mine[0].unit}/s median", "fastest launch",
                     "vs level", "noise", "step", "what changed"):
             table.add_column(col, justify="left" if col in ("when (UTC)", "sweep", "step", "what changed")
@@ -118,7 +119,7 @@ def print_points(pts: Sequence[Point], console=None) -> None:
                 f"{p.change:+.1%}" if measured else "-",
                 f"±{p.threshold:.1%}" if measured else "-",
                 {"step down": "[red]step down[/red]", "step up": "[green]step up[/green]"}.get(p.step, p.step),
-                "; ".join(p.provenance),
+                escape("; ".join(p.provenance)),
             )
         console.print(table)
 
