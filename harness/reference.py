@@ -93,10 +93,13 @@ class Reference:
     reproduce: Reproduce
     url: str = ""
     path: str = ""
+    # pairs of series labels (numerator, denominator) whose efficiency ratio is meaningful; empty:
+    # every series against the first
+    ratios: tuple[tuple[str, str], ...] = ()
 
 
 _TOP = ["format", "id", "title", "source", "url", "read_from", "accuracy", "unit", "workload", "caveats",
-        "configuration", "series", "facts", "reproduce"]
+        "configuration", "series", "facts", "ratios", "reproduce"]
 _REPRODUCE = ["what_transfers", "not_reproduced", "settings", "matrix", "include", "exclude", "workload_options"]
 _READ_FROM = ("chart", "table", "text")
 
@@ -146,7 +149,15 @@ def load(path: Path) -> Reference:
                           not_reproduced=config.convert(raw_reproduce.get("not_reproduced", ""), str, rw,
                                                         "not_reproduced"),
                           scenario=scenario)
-    return Reference(configuration=configuration, caveats=caveats, series=tuple(series), facts=facts,
+    labels = [s.label for s in series]
+    ratios = []
+    for i, pair in enumerate(doc.get("ratios", [])):
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(x, str) and x in labels for x in pair)):
+            raise where.error("ratios", f"entry {i} must be [numerator label, denominator label] of series; "
+                                        f"labels: {', '.join(labels)}")
+        ratios.append(tuple(pair))
+    return Reference(ratios=tuple(ratios), configuration=configuration, caveats=caveats, series=tuple(series), facts=facts,
                      reproduce=reproduce, read_from=read_from, path=str(path), **text)
 
 

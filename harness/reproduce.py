@@ -43,6 +43,8 @@ def scenario_for(ref: Reference, overrides: Mapping[str, Any] | None = None) -> 
 
 def measured_series(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Measured rows grouped into curves (label -> rows sorted by world size)."""
+    if "throughput_median" not in summary or summary.empty:
+        return {}
     measured = summary[summary["throughput_median"].notna()]
     keys = [k for k in report.SERIES_KEYS if k != "sweep_id"]
     out = {}
@@ -69,19 +71,21 @@ def comparison_table(ref: Reference, summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ratios(table: pd.DataFrame, source: str) -> list[str]:
-    """Throughput ratio of every series to the first one at shared worker counts > 1, in words."""
-    data = table[(table["source"] == source) & table["throughput"].notna()]
+def ratios(table: pd.DataFrame, source: str, pairs: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """Efficiency ratios between series at shared worker counts > 1, in words: the given
+    (numerator, denominator) pairs, or every series against the first. With a shared base (the
+    same 1-GPU figure) this is also the throughput ratio."""
+    data = table[(table["source"] == source) & table["efficiency"].notna()]
     labels = list(dict.fromkeys(data["series"]))
-    if len(labels) < 2:
-        return []
-    first = data[data["series"] == labels[0]].set_index("workers")["throughput"]
+    if not pairs:
+        pairs = tuple((label, labels[0]) for label in labels[1:])
     lines = []
-    for label in labels[1:]:
-        other = data[data["series"] == label].set_index("workers")["throughput"]
-        shared = [n for n in other.index if n in first.index and n > 1]
+    for num, den in pairs:
+        a = data[data["series"] == num].set_index("workers")["efficiency"]
+        b = data[data["series"] == den].set_index("workers")["efficiency"]
+        shared = [n for n in a.index if n in b.index and n > 1]
         if shared:
-            lines.append(f"{label} / {labels[0]}: " + ", ".join(f"{other[n] / first[n]:.2f} at {n}" for n in shared))
+            lines.append(f"{num} / {den}: " + ", ".join(f"{a[n] / b[n]:.2f} at {n}" for n in shared))
     return lines
 
 
@@ -165,10 +169,10 @@ def findings(ref: Reference, table: pd.DataFrame) -> list[str]:
         lines.append(f"Absolute throughput is not comparable: published {p['throughput']:,.1f} {p['unit']} at "
                      f"{int(p['workers'])} GPU(s) vs measured {m['throughput']:,.1f} {m['unit']} at "
                      f"{int(m['workers'])} worker(s) here; shown for scale only.")
-    pub_ratios, mea_ratios = ratios(table, "published"), ratios(table, "measured")
+    pub_ratios, mea_ratios = ratios(table, "published", ref.ratios), ratios(table, "measured")
     if pub_ratios:
-        lines.append("Published ratios between series: " + "; ".join(pub_ratios) + ".")
-        lines.append("Measured ratios: " + ("; ".join(mea_ratios) + "." if mea_ratios else
+        lines.append("Published efficiency ratios between series: " + "; ".join(pub_ratios) + ".")
+        lines.append("Measured efficiency ratios: " + ("; ".join(mea_ratios) + "." if mea_ratios else
                                             "none: only one series was measured here, so the published ratio "
                                             "is not reproduced."))
     lines.append(f"Transfers: {ref.reproduce.what_transfers}.")

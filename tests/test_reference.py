@@ -58,5 +58,15 @@ def test_reproduce_runs_plots_and_says_what_transfers(name, tmp_path, capsys):
     assert "Measured scaling efficiency" in text and "Not reproduced:" in text and "Transfers:" in text
     assert "| measured |" in text and "| published |" in text
     if name == "batchai-tf-v100":
-        assert "Open MPI + NCCL (TCP) / Intel MPI (InfiniBand): 1.27 at 4" in text
+        assert "Open MPI + NCCL (TCP) / Intel MPI (InfiniBand): 1.27 at 4" in text  # same 1-GPU base
         assert "only one series was measured here" in text
+
+
+def test_published_ratios_follow_the_declared_pairs():
+    import pandas as pd
+
+    ref = reference.get("horovod-readme-16gpu")
+    table = reproduce.comparison_table(ref, pd.DataFrame(columns=["throughput_median"]))
+    lines = reproduce.ratios(table, "published", ref.ratios)
+    assert lines[0] == "distributed TensorFlow, InceptionV3 / Horovod RDMA + NCCL, InceptionV3: 0.66 at 16"
+    assert len(lines) == 3 and "VGG-16 / Horovod RDMA + NCCL, VGG-16: 0.04 at 16" in lines[2]
