@@ -98,14 +98,17 @@ batch_per_worker = 4
 
 RESOLVABLE = 0.07  # a baseline noisier than this cannot tell a 10% slowdown from noise
 SATURATED = 2.5  # load average per core above which the test does not start
-HOPELESS = 0.25  # noisier than this after three rounds: the machine is saturated by other jobs
+HOPELESS = 0.25  # noisier than this after MIN_ROUNDS: the machine is saturated by other jobs
+# Launches differ by 5-8% here even at moderate load; with the fastest-launch location, more launches
+# per side bring both sides nearer the quiet machine's level. Three rounds sometimes missed 10%.
+MIN_ROUNDS, MAX_ROUNDS = 4, 6
 
 
 def test_real_runs_catch_a_planted_slowdown_and_stay_quiet_on_the_same_code(write_scenario, tmp_path,
                                                                            monkeypatch, capsys):
     """Rounds of: baseline, the same code again, the same code with every measured step slowed by
     10% (ROSETTA_INJECT_SLOWDOWN, real sleeps inside the measured window), interleaved so that the
-    machine's slow drift spreads over all three sides. Rounds are added (3 to 5) until the baseline's
+    machine's slow drift spreads over all three sides. Rounds are added (4 to 6) until the baseline's
     own noise can resolve 10%, as a CI user would add repeats."""
     pytest.importorskip("torch")
     import os
@@ -119,12 +122,12 @@ def test_real_runs_catch_a_planted_slowdown_and_stay_quiet_on_the_same_code(writ
                     f"every launch would take minutes and the baseline could not resolve 10%")
     sc = scenario.load(write_scenario(SCENARIO))
     dirs = {name: tmp_path / name for name in ("baseline", "same", "slowed")}
-    for rounds in range(1, 6):
+    for rounds in range(1, MAX_ROUNDS + 1):
         for name, folder in dirs.items():
             monkeypatch.setenv("ROSETTA_INJECT_SLOWDOWN", "0.1" if name == "slowed" else "")
             (row,) = run_sweep(sc, folder)
             assert row["status"] == "ok", row["reason"]
-        if rounds >= 3:
+        if rounds >= MIN_ROUNDS:
             noise = compare.noise_threshold(compare._side(compare.load_source(dirs["baseline"], "all")).steps)
             if noise < RESOLVABLE or noise > HOPELESS:
                 break
