@@ -4,14 +4,36 @@ The window of a rank starts after warm-up, after a barrier across ranks and a
 device synchronization, and ends after the last measured step's device
 synchronization. Every step is timed with the device synchronized before the
 clock is read, and recorded raw.
+
+Fault injection (for testing regression detection, never for real measurements):
+the environment variable ``ROSETTA_INJECT_SLOWDOWN`` = F (a fraction, e.g. 0.1)
+makes every rank sleep F x each measured step's own time after that step, so the
+run is really (1 + F) times slower in measured wall time. The value is written to
+the rank's ``window`` record (``injected_slowdown``) and its log, so a slowed run
+is never mistaken for a real one.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import Any, Callable
 
 from harness.events import EventWriter
+
+INJECT_SLOWDOWN_ENV = "ROSETTA_INJECT_SLOWDOWN"
+
+
+def injected_slowdown(env: dict[str, str] | None = None) -> float:
+    """The planted slowdown fraction from ``ROSETTA_INJECT_SLOWDOWN`` (0.0 when unset)."""
+    raw = (os.environ if env is None else env).get(INJECT_SLOWDOWN_ENV, "").strip()
+    if not raw:
+        return 0.0
+    value = float(raw)
+    if not 0.0 <= value <= 10.0:
+        raise ValueError(f"{INJECT_SLOWDOWN_ENV} must be a fraction in 0..10, got {raw!r}")
+    return value
 
 
 def run_measured_loop(
@@ -35,6 +57,10 @@ def run_measured_loop(
     is kept out of the step times and out of the window.
     """
     clock = time.perf_counter
+    slowdown = injected_slowdown()
+    if slowdown:
+        print(f"rosetta: {INJECT_SLOWDOWN_ENV}={slowdown}: every measured step is slowed on purpose",
+              file=sys.stderr, flush=True)
     for index in range(warmup_steps):
         t0 = clock()
         step()
@@ -51,6 +77,8 @@ def run_measured_loop(
     for index in range(measured_steps):
         losses.append(step())
         sync()
+        if slowdown:  # planted fault: lengthen this step by a fraction of its own time
+            time.sleep(slowdown * (clock() - t_prev))
         t_now = clock()
         events.emit("step", phase="measure", index=index, seconds=t_now - t_prev, samples=samples_per_step)
         if between_steps is not None:
@@ -62,6 +90,8 @@ def run_measured_loop(
     window_end = clock()
     window = {"seconds": window_end - window_start - paused, "samples": samples_per_step * measured_steps,
               "steps": measured_steps, "start_time": wall_start, "end_time": time.time()}
+    if slowdown:
+        window["injected_slowdown"] = slowdown
     events.emit("window", **window)
     events.emit("losses", values=[loss_value(v) for v in losses])
     return window

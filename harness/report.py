@@ -357,3 +357,83 @@ def plot_telemetry(table: pd.DataFrame, path: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
+    """The classic bar chart: samples/s per ``by`` value (framework, strategy or storage) at each
+    world size, one panel per workload; error bars are the 95% CI over repeats, bars are labelled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = summary[summary["throughput_median"].notna()]
+    workloads = sorted(measured["workload"].unique()) or ["(nothing measured)"]
+    fig, axes = plt.subplots(1, len(workloads), figsize=(max(8.5, 6.5 * len(workloads)), 4.8), squeeze=False)
+    for ax, workload in zip(axes[0], workloads):
+        data = measured[measured["workload"] == workload]
+        # one bar group per world size; within it one bar per value of `by` (other axes folded in)
+        others = [k for k in ["framework", "strategy", "storage", "size", "batch_per_worker"]
+                  if k != by and data[k].nunique() > 1]
+        data = data.assign(_bar=data[[by] + others].astype(str).agg(" ".join, axis=1))
+        bars = list(dict.fromkeys(data.sort_values([by] + others)["_bar"]))
+        worlds = sorted(data["world_size"].astype(int).unique())
+        width = 0.8 / max(len(bars), 1)
+        for i, bar in enumerate(bars):
+            rows = data[data["_bar"] == bar].set_index(data[data["_bar"] == bar]["world_size"].astype(int))
+            xs = [w for w in range(len(worlds)) if worlds[w] in rows.index]
+            ys = [rows.loc[worlds[w], "throughput_median"] for w in xs]
+            low = [max(0.0, y - rows.loc[worlds[w], "ci95_low"]) if not math.isnan(rows.loc[worlds[w], "ci95_low"])
+                   else 0.0 for w, y in zip(xs, ys)]
+            high = [max(0.0, rows.loc[worlds[w], "ci95_high"] - y) if not math.isnan(rows.loc[worlds[w], "ci95_high"])
+                    else 0.0 for w, y in zip(xs, ys)]
+            pos = [x - 0.4 + width * (i + 0.5) for x in xs]
+            ax.bar(pos, ys, width * 0.95, yerr=[low, high], capsize=3, label=bar)
+            for p, y in zip(pos, ys):
+                # the value inside the bar's foot, clear of the error bar
+                ax.annotate(f"{y:.3g}", (p, 0), textcoords="offset points", xytext=(0, 3), ha="center",
+                            va="bottom", fontsize=7, color="white", fontweight="bold")
+        ax.set_xticks(range(len(worlds)), [str(w) for w in worlds])
+        ax.set_xlabel("workers (world size)")
+        unit = data["sample_unit"].iloc[0] if len(data) else "samples"
+        ax.set_ylabel(f"{unit}/s (median over repeats)")
+        ax.set_title(f"{workload}: {unit}/s per {by} and worker count")
+        ax.grid(axis="y", alpha=0.3)
+        if bars:
+            ax.legend(fontsize=8, title=" ".join([by] + others))
+    fig.suptitle(f"Training throughput per {by} (error bars: 95% CI of the mean over repeats)", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_step_times(table: pd.DataFrame, path: Path) -> Path:
+    """Distribution of the raw per-step times (ms) of every configuration, repeats pooled: the
+    spread behind the medians (box: quartiles, whiskers: 5th-95th percentile)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = table[(table["status"] == Status.OK.value) & table["step_times_s"].notna()]
+    groups = {}
+    for _, row in ok.sort_values(["workload", "framework", "strategy", "world_size"]).iterrows():
+        label = (f"{row['workload']}/{row['size']} {row['framework']} {row['strategy']} "
+                 f"{row['nodes']}x{row['procs_per_node']} b{row['batch_per_worker']}")
+        groups.setdefault(label, []).extend(t * 1000 for t in json.loads(row["step_times_s"]))
+    fig, ax = plt.subplots(figsize=(10, 0.5 * max(len(groups), 2) + 1.5))
+    if groups:
+        ax.boxplot(list(groups.values()), vert=False, whis=(5, 95), showfliers=False)
+        ax.set_yticks(range(1, len(groups) + 1), list(groups), fontsize=8)
+    ax.set_xlabel("time per training step (ms), slowest rank")
+    ax.set_title("Per-step times, repeats pooled (box: quartiles; whiskers: 5th-95th percentile)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,134 @@
+"""The report people read without a terminal: charts (PNG), a Markdown page and a self-contained
+HTML page, built by :func:`build`; and the executed notebook (``notebooks/report.ipynb`` run by
+papermill with its ``parameters`` cell set), which calls :func:`build` and shows the same charts.
+
+``rosetta report --notebook`` runs :func:`execute`: one command, all three outputs in
+``RESULTS/report-<sweep>/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness import report, results
+from harness.errors import UserError
+from harness.provenance import REPO_ROOT
+
+TEMPLATE = REPO_ROOT / "notebooks" / "report.ipynb"
+NOT_MEASURED = ("Time-to-accuracy curves need accuracy records over time; the current workloads record "
+                "throughput and the first and last loss only, so no such chart is drawn.")
+
+
+def select(results_dir: Path, sweep: str | None) -> tuple[pd.DataFrame, str]:
+    """The rows of ``sweep`` (default: the latest; ``all``: every sweep) and the sweep's name."""
+    table = results.load(Path(results_dir))
+    if table.empty:
+        raise UserError(f"{results_dir}: no results yet; run `rosetta run` first")
+    sweep = sweep or report.latest_sweep(table)
+    if sweep != "all":
+        if sweep not in set(table["sweep_id"]):
+            raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
+        table = table[table["sweep_id"] == sweep]
+    return table, sweep
+
+
+def build(results_dir: str | Path, sweep: str | None = None, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Write the charts, ``report.md`` and ``report.html`` into ``out_dir`` (default
+    ``RESULTS/report-<sweep>/``); return the summary, chart paths (title -> PNG) and notes."""
+    table, sweep = select(Path(results_dir), sweep)
+    out = Path(out_dir) if out_dir else Path(results_dir) / f"report-{sweep}"
+    out.mkdir(parents=True, exist_ok=True)
+    summary = report.summarize(table)
+    charts = {
+        "Throughput vs workers (with the ideal line) and scaling efficiency": report.plot(summary, out / "scaling.png"),
+        "Samples/s per framework and worker count": report.plot_bars(summary, out / "bars.png", by="framework"),
+    }
+    notes = []
+    for axis, title in (("strategy", "Strategy comparison"), ("storage", "Storage comparison")):
+        if summary[axis].nunique() > 1:
+            charts[title] = report.plot_bars(summary, out / f"{axis}.png", by=axis)
+        else:
+            notes.append(f"{title}: one {axis} measured ({summary[axis].iloc[0]}), nothing to compare.")
+    charts["Per-step time distributions"] = report.plot_step_times(table, out / "step_times.png")
+    notes.append(NOT_MEASURED)
+    built = {"sweep": sweep, "summary": summary, "charts": charts, "notes": notes, "out_dir": out}
+    built["markdown"] = _write_markdown(built, out / "report.md")
+    built["html"] = _write_html(built, out / "report.html")
+    return built
+
+
+def display_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary with readable columns (for the notebook and the pages)."""
+    rows = []
+    for _, r in summary.iterrows():
+        rows.append({
+            "framework": r["framework"], "workload": f"{r['workload']}/{r['size']}",
+            "workers": f"{r['nodes']}x{r['procs_per_node']}", "batch/worker": r["batch_per_worker"],
+            "strategy": r["strategy"], "storage": r["storage"], "device": r["device"],
+            "ok/runs": f"{r['ok']}/{r['runs']}",
+            f"{r['sample_unit']}/s (median)": _num(r["throughput_median"]),
+            "95% CI": "-" if math.isnan(r["ci95_low"]) else f"{r['ci95_low']:.1f}-{r['ci95_high']:.1f}",
+            "step p50 ms": _num(r["step_p50_s"] * 1000), "step p90 ms": _num(r["step_p90_s"] * 1000),
+            "efficiency": "-" if math.isnan(r["efficiency"]) else f"{r['efficiency']:.0%}",
+        })
+    return pd.DataFrame(rows)
+
+
+def _num(value: float) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+
+
+_HOW = ("samples/s: global samples in the measured window / the slowest rank's wall time, median over "
+        "repeats (separate launches); 95% CI: Student-t interval of the mean over repeats; efficiency: "
+        "throughput(N) / (N / N0 x throughput(N0)), N0 the smallest world size of the same configuration.")
+
+
+def _write_markdown(built: dict[str, Any], path: Path) -> Path:
+    table = display_table(built["summary"])
+    lines = [f"# Rosetta report: sweep {built['sweep']}", "", _HOW, "",
+             "| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    for title, png in built["charts"].items():
+        lines += ["", f"## {title}", "", f"![{title}]({Path(png).name})"]
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in built["notes"]]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _write_html(built: dict[str, Any], path: Path) -> Path:
+    """One file, the charts embedded as base64 PNGs, so it can be mailed or attached to a CI run."""
+    parts = [f"<!doctype html><meta charset='utf-8'><title>Rosetta report {html.escape(built['sweep'])}</title>",
+             "<style>body{font-family:sans-serif;max-width:1300px;margin:auto}table{border-collapse:collapse;"
+             "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}img{max-width:100%}"
+             "</style>", f"<h1>Rosetta report: sweep {html.escape(built['sweep'])}</h1>",
+             f"<p>{html.escape(_HOW)}</p>", display_table(built["summary"]).to_html(index=False)]
+    for title, png in built["charts"].items():
+        data = base64.b64encode(Path(png).read_bytes()).decode()
+        parts += [f"<h2>{html.escape(title)}</h2>", f"<img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>"]
+    parts += ["<h2>Notes</h2><ul>"] + [f"<li>{html.escape(n)}</li>" for n in built["notes"]] + ["</ul>"]
+    path.write_text("\n".join(parts) + "\n")
+    return path
+
+
+def execute(results_dir: Path, sweep: str | None = None, out_dir: Path | None = None) -> Path:
+    """Run ``notebooks/report.ipynb`` with papermill (parameters: results_dir, sweep, out_dir);
+    returns the executed notebook's path (beside report.md, report.html and the PNGs)."""
+    try:
+        import papermill
+    except ImportError:
+        raise UserError("--notebook needs papermill, ipykernel and nbformat: pip install -e '.[report]'") from None
+    _, sweep = select(Path(results_dir), sweep)
+    out = Path(out_dir) if out_dir else Path(results_dir) / f"report-{sweep}"
+    out.mkdir(parents=True, exist_ok=True)
+    executed = out / "report.ipynb"
+    papermill.execute_notebook(str(TEMPLATE), str(executed), kernel_name="python3", progress_bar=False,
+                               parameters={"results_dir": str(Path(results_dir).resolve()), "sweep": sweep,
+                                           "out_dir": str(out.resolve())},
+                               cwd=str(REPO_ROOT))
+    return executed

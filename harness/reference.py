@@ -1,0 +1,185 @@
+"""Published reference figures as data (``results/reference/*.toml``, format 1).
+
+Each file: where the numbers come from, the configuration they were measured in,
+their unit, caveats, the series (worker counts and throughput, speed-up or
+efficiency as the source gives them), and optionally the scenario that matches
+the reference at this machine's scale (``[reproduce]``). See
+``results/reference/README.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness import config
+from harness.config import Where
+from harness.errors import UserError
+from harness.provenance import REPO_ROOT
+
+REFERENCE_FORMAT = 1
+REFERENCE_DIR = REPO_ROOT / "results" / "reference"
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """The published setup, in the source's words."""
+
+    hardware: str
+    model: str
+    batch: str
+    precision: str
+    data: str
+    interconnect: str
+    software: str
+
+
+@dataclass(frozen=True)
+class Series:
+    """One published curve: values at GPU (worker) counts. Efficiencies are fractions."""
+
+    label: str
+    gpus: tuple[int, ...] = field(metadata={"min": 1})
+    throughput: tuple[float, ...] = ()  # in the reference's unit
+    speedup: tuple[float, ...] = ()  # over the first point, as the source states it
+    efficiency: tuple[float, ...] = ()  # as the source states it
+
+    def efficiencies(self) -> list[float]:
+        """Scaling efficiency at each point: as stated, else from throughput, else from speed-up."""
+        if self.efficiency:
+            return list(self.efficiency)
+        n0 = self.gpus[0]
+        if self.throughput:
+            return [t / (n / n0 * self.throughput[0]) for t, n in zip(self.throughput, self.gpus)]
+        if self.speedup:
+            return [s / (n / n0) for s, n in zip(self.speedup, self.gpus)]
+        return [math.nan] * len(self.gpus)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A single published number that is not a scaling curve (e.g. a checkpoint time)."""
+
+    label: str
+    value: float
+    unit: str
+
+
+@dataclass(frozen=True)
+class Reproduce:
+    """How (and whether) this machine reproduces the reference; ``scenario`` is a scenario
+    document (settings, matrix, ...) or empty when it cannot run here."""
+
+    what_transfers: str
+    not_reproduced: str
+    scenario: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reference:
+    id: str
+    title: str
+    source: str
+    read_from: str  # chart | table | text
+    accuracy: str
+    unit: str
+    workload: str  # the closest workload here ("" if none)
+    configuration: Configuration
+    caveats: tuple[str, ...]
+    series: tuple[Series, ...]
+    facts: tuple[Fact, ...]
+    reproduce: Reproduce
+    url: str = ""
+    path: str = ""
+    # pairs of series labels (numerator, denominator) whose efficiency ratio is meaningful; empty:
+    # every series against the first
+    ratios: tuple[tuple[str, str], ...] = ()
+
+
+_TOP = ["format", "id", "title", "source", "url", "read_from", "accuracy", "unit", "workload", "caveats",
+        "configuration", "series", "facts", "ratios", "reproduce"]
+_REPRODUCE = ["what_transfers", "not_reproduced", "settings", "matrix", "include", "exclude", "workload_options"]
+_READ_FROM = ("chart", "table", "text")
+
+
+def load(path: Path) -> Reference:
+    """Read and validate one reference file; mistakes are one-line :class:`UserError` s."""
+    doc = config.read_toml(path)
+    where = Where(str(path))
+    config.check_keys(doc, _TOP, where)
+    if doc.get("format") != REFERENCE_FORMAT:
+        raise where.error("format", f"this harness reads reference format {REFERENCE_FORMAT}, got "
+                                    f"{doc.get('format')!r}")
+    text = {k: config.convert(doc.get(k, ""), str, where, k) for k in
+            ("id", "title", "source", "url", "accuracy", "unit", "workload")}
+    for key in ("id", "title", "source", "unit"):
+        if not text[key]:
+            raise where.error(key, "missing (required)")
+    read_from = config.convert(doc.get("read_from", ""), str, where, "read_from", {"choices": _READ_FROM})
+    caveats = tuple(config.convert(c, str, where, "caveats") for c in doc.get("caveats", []))
+    configuration = config.build(Configuration, config.expect_table(doc.get("configuration", {}), where,
+                                                                   "configuration"), where.sub("configuration"))
+    series = []
+    for i, raw in enumerate(doc.get("series", [])):
+        sw = Where(str(path), f"series][{i}")
+        raw = config.expect_table(raw, where, f"series[{i}]")
+        config.check_keys(raw, ["label", "gpus", "throughput", "speedup", "efficiency"], sw)
+        if "label" not in raw or "gpus" not in raw:
+            raise sw.error("gpus" if "label" in raw else "label", "missing (required)")
+        s = Series(label=config.convert(raw["label"], str, sw, "label"),
+                   gpus=config.convert(raw["gpus"], tuple[int, ...], sw, "gpus", {"min": 1}),
+                   **{k: _numbers(raw[k], sw, k) for k in ("throughput", "speedup", "efficiency") if k in raw})
+        for name in ("throughput", "speedup", "efficiency"):
+            values = getattr(s, name)
+            if values and len(values) != len(s.gpus):
+                raise sw.error(name, f"has {len(values)} values for {len(s.gpus)} gpus")
+        if not (s.throughput or s.speedup or s.efficiency):
+            raise sw.error("throughput", "a series needs throughput, speedup or efficiency")
+        series.append(s)
+    facts = tuple(config.build(Fact, config.expect_table(raw, where, f"facts[{i}]"), Where(str(path), f"facts][{i}"))
+                  for i, raw in enumerate(doc.get("facts", [])))
+    rw = where.sub("reproduce")
+    raw_reproduce = dict(config.expect_table(doc.get("reproduce", {}), where, "reproduce"))
+    config.check_keys(raw_reproduce, _REPRODUCE, rw)
+    scenario = {k: v for k, v in raw_reproduce.items() if k not in ("what_transfers", "not_reproduced")}
+    reproduce = Reproduce(what_transfers=config.convert(raw_reproduce.get("what_transfers", ""), str, rw,
+                                                        "what_transfers"),
+                          not_reproduced=config.convert(raw_reproduce.get("not_reproduced", ""), str, rw,
+                                                        "not_reproduced"),
+                          scenario=scenario)
+    labels = [s.label for s in series]
+    ratios = []
+    for i, pair in enumerate(doc.get("ratios", [])):
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(x, str) and x in labels for x in pair)):
+            raise where.error("ratios", f"entry {i} must be [numerator label, denominator label] of series; "
+                                        f"labels: {', '.join(labels)}")
+        ratios.append(tuple(pair))
+    return Reference(ratios=tuple(ratios), configuration=configuration, caveats=caveats, series=tuple(series), facts=facts,
+                     reproduce=reproduce, read_from=read_from, path=str(path), **text)
+
+
+def _numbers(value: Any, where: Where, key: str) -> tuple[float, ...]:
+    """A list of positive numbers (repeats allowed, unlike a scenario axis)."""
+    if not isinstance(value, list) or not value:
+        raise where.error(key, f"must be a non-empty array of numbers, got {config.type_name(value)}")
+    return tuple(config.convert(v, float, where, key, {"min": 0}) for v in value)
+
+
+def all_references(directory: Path = REFERENCE_DIR) -> dict[str, Reference]:
+    refs = {}
+    for path in sorted(Path(directory).glob("*.toml")):
+        ref = load(path)
+        if ref.id != path.stem:
+            raise UserError(f"{path}: id {ref.id!r} must equal the file name {path.stem!r}")
+        refs[ref.id] = ref
+    return refs
+
+
+def get(name: str, directory: Path = REFERENCE_DIR) -> Reference:
+    refs = all_references(directory)
+    if name not in refs:
+        raise UserError(f"no reference {name!r}; known: {', '.join(refs)}")
+    return refs[name]
