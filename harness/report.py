@@ -121,7 +121,7 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
         "95% CI": _ci,
         "step p50 ms": lambda r: _ms(r["step_p50_s"]),
         "step p90 ms": lambda r: _ms(r["step_p90_s"]),
-        "efficiency": lambda r: f"{r['efficiency']:.0%}" if not math.isnan(r["efficiency"]) else "-",
+        "efficiency": _efficiency,
         "weights": lambda r: {True: "same", False: "[red]DIFFER[/red]", None: "-"}[r["weights_consistent"]],
     }
     if compares_strategies(summary):
@@ -147,6 +147,10 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
     for i in range(len(summary)):
         table.add_row(*(rendered[name][i] for name in columns))
     console.print(table)
+    if (summary["efficiency"] > SUPERLINEAR).any():
+        console.print(f"[red]![/red] efficiency above {SUPERLINEAR:.0%}: more than linear scaling is not expected from "
+                      "data parallelism; the smaller run was probably slowed by other load (compare its repeats' "
+                      "spread) - do not trust these figures", highlight=False)
     problems = summary[summary["reason"].notna()]
     for _, r in problems.iterrows():
         console.print(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
@@ -170,6 +174,17 @@ def _to_target(r: pd.Series) -> str:
         return f"[red]not reached[/red] ({r['target_accuracy']:.0%})"
     note = "" if r["reached"] == r["evaluated"] else f" ({r['reached']}/{r['evaluated']})"
     return f"{r['time_to_target_s']:.2f}{note}"
+
+
+# Scaling efficiency above this is flagged: the smaller run was disturbed, not the larger one superlinear.
+SUPERLINEAR = 1.05
+
+
+def _efficiency(r: pd.Series) -> str:
+    if math.isnan(r["efficiency"]):
+        return "-"
+    text = f"{r['efficiency']:.0%}"
+    return f"[red]{text}![/red]" if r["efficiency"] > SUPERLINEAR else text
 
 
 def _ci(r: pd.Series) -> str:

@@ -65,3 +65,22 @@ def test_a_resumed_repeat_counts_once_its_last_attempt():
     ])
     (row,) = summarize(table).to_dict("records")
     assert (row["runs"], row["ok"], row["reason"]) == (1, 1, None)
+
+
+def test_superlinear_efficiency_is_flagged_not_shown_as_a_result():
+    from rich.console import Console
+
+    from harness import results
+    from harness.report import print_table, summarize
+
+    base = {"schema_version": results.SCHEMA_VERSION, "sweep_id": "s", "scenario": "x", "framework": "torch_ddp",
+            "workload": "resnet50", "size": "tiny", "nodes": 1, "batch_per_worker": 2, "strategy": "allreduce",
+            "storage": "synthetic", "device": "cpu", "sample_unit": "images", "status": "ok", "repeat": 0}
+    table = results.to_frame([
+        {**base, "config_id": "a", "procs_per_node": 1, "world_size": 1, "throughput": 3.0, "run_id": "s/0"},
+        {**base, "config_id": "b", "procs_per_node": 2, "world_size": 2, "throughput": 20.0, "run_id": "s/1"},
+    ])
+    console = Console(record=True, width=200)
+    print_table(summarize(table), console)
+    text = console.export_text()
+    assert "333%!" in text and "do not trust these figures" in text
