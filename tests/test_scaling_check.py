@@ -10,7 +10,7 @@ from harness.scaling_model import Link, Network
 
 
 def _training_row(world, throughput, run):
-    return {"schema_version": results.SCHEMA_VERSION, "sweep_id": "s1", "run_id": f"s1/{run}", "config_id": "c",
+    return {"schema_version": results.SCHEMA_VERSION, "sweep_id": "s1", "run_id": f"s1/{run}", "config_id": f"c{world}",
             "scenario": "q", "framework": "torch_ddp", "workload": "resnet50", "size": "small", "nodes": 1,
             "procs_per_node": world, "world_size": world, "batch_per_worker": 8, "global_batch": 8 * world,
             "strategy": "allreduce", "storage": "synthetic", "device_requested": "auto", "device": "cpu",
@@ -116,7 +116,8 @@ def test_the_strategy_picks_the_exchange():
     # local_sgd, tau 4: (0.001 + 0.1) / 4 = 0.02525 s. onebit: 1e8/32 + ceil(25e6/512) x 8 = 3,515,632 B
     # -> 0.001 + 0.003515632 s. fp16: half the bytes -> 0.051 s. powersgd: no model, said so.
     def strategy_row(strategy, run, options=None):
-        return {**_training_row(2, 100.0, run), "strategy": strategy, "strategy_options": options}
+        return {**_training_row(2, 100.0, run), "strategy": strategy, "strategy_options": options,
+                "config_id": f"c2-{strategy}"}
 
     table = results.to_frame([_training_row(1, 80.0, 0), strategy_row("local_sgd", 1, '{"tau": 4}'),
                               strategy_row("onebit", 2), strategy_row("fp16", 3), strategy_row("powersgd", 4)])
