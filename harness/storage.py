@@ -18,11 +18,51 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from harness.errors import UserError
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    """``[storage_options.<backend>]``: where a backend's dataset is, and how the input pipeline reads it.
+    Locations only: credentials come from the environment (see the module docstring)."""
+
+    url: str = ""  # the dataset root (a `rosetta data make` folder, uploaded): /path, s3://bucket/p, abfs://container/p
+    endpoint_url: str = ""  # s3: an S3-compatible server's address
+    remote: str = field(default="", metadata={"choices": ("", "local", "s3", "blob")})  # cached: the backend it fronts
+    cache_dir: str = ""  # cached: local folder of the cache (per rank: <cache_dir>/rank<r>)
+    stage_dir: str = ""  # copy-to-local staging: copy the rank's objects here first (timed), then read locally
+    verify_fraction: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})  # of objects, sha256-checked
+    loader_workers: int = field(default=2, metadata={"min": 0})  # DataLoader worker processes per rank
+
+
+def parse_options(value: Any, used: tuple, where) -> dict:
+    """The scenario's ``[storage_options]``: one table per backend; every non-synthetic backend in the
+    matrix needs one with a url. A url carrying credentials is refused (they belong in the environment)."""
+    from harness import config
+    from harness.axes import Storage
+
+    table = config.expect_table(value, where, "storage_options") if value else {}
+    real = [s.value for s in Storage if s != Storage.SYNTHETIC]
+    config.check_keys(table, real, where)
+    options = {}
+    for name, sub in table.items():
+        opts = config.build(StorageOptions, config.expect_table(sub, where, name), where.sub(name))
+        netloc = opts.url.split("://", 1)[1].split("/", 1)[0] if "://" in opts.url else ""
+        if "@" in netloc:
+            raise where.sub(name).error("url", "holds credentials; set them in the environment instead")
+        options[Storage(name)] = opts
+    for storage in used:
+        if storage != Storage.SYNTHETIC:
+            opts = options.get(storage)
+            if opts is None or not opts.url:
+                raise where.sub(storage.value).error("url", f"missing (required for storage {storage.value})")
+            if storage in (Storage.CACHED, Storage.CACHED_WARM) and not (opts.remote and opts.cache_dir):
+                raise where.sub(storage.value).error("remote", "cached storage needs remote and cache_dir")
+    return options
 
 
 class StorageError(RuntimeError):
@@ -53,19 +93,22 @@ def _s3_fs(options: Mapping[str, Any]):
     if options.get("endpoint_url"):
         kwargs["client_kwargs"] = {"endpoint_url": options["endpoint_url"]}
     # key/secret: botocore's chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, roles)
-    return s3fs.S3FileSystem(**kwargs)
+    # skip_instance_cache: fsspec's shared instance is not fork-safe; each process opens its own
+    return s3fs.S3FileSystem(skip_instance_cache=True, **kwargs)
 
 
 def _blob_fs(options: Mapping[str, Any]):
     import adlfs
 
     if os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
-        return adlfs.AzureBlobFileSystem(connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"])
+        return adlfs.AzureBlobFileSystem(connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"],
+                                         skip_instance_cache=True)
     account = os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
     if not account:
         raise UserError("storage blob: set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME "
                         "(+ AZURE_STORAGE_ACCOUNT_KEY or an Azure identity), in the environment")
-    return adlfs.AzureBlobFileSystem(account_name=account, account_key=os.environ.get("AZURE_STORAGE_ACCOUNT_KEY"))
+    return adlfs.AzureBlobFileSystem(account_name=account, account_key=os.environ.get("AZURE_STORAGE_ACCOUNT_KEY"),
+                                     skip_instance_cache=True)
 
 
 def _cached_fs(options: Mapping[str, Any]):
@@ -81,7 +124,7 @@ def _cached_fs(options: Mapping[str, Any]):
     # expiry_time=False, check_files=False: a cached object is trusted until the cache folder is cleared,
     # which is what a warm run measures (the manifest's checksums still catch wrong bytes)
     return fsspec.filesystem("filecache", fs=target, cache_storage=str(options["cache_dir"]),
-                             expiry_time=False, check_files=False)
+                             expiry_time=False, check_files=False, skip_instance_cache=True)
 
 
 def _alluxio_fs(options: Mapping[str, Any]):
@@ -98,6 +141,8 @@ REGISTRY: dict[str, Backend] = {
     "blob": Backend("blob", (("adlfs", "adlfs"),), _blob_fs, "Azure Blob Storage (adlfs)"),
     "cached": Backend("cached", (("fsspec", "fsspec"),), _cached_fs,
                       "read-through cache on local disk in front of a remote backend (fsspec filecache)"),
+    "cached_warm": Backend("cached_warm", (("fsspec", "fsspec"),), _cached_fs,
+                           "the cached backend, filled before the measured window"),
     "alluxio": Backend("alluxio", (("alluxiofs", "alluxiofs"),), _alluxio_fs,
                        "an Alluxio cluster through alluxiofs (not installable here; untested)"),
 }
@@ -132,6 +177,7 @@ class Store:
         self.backend, self.options = backend, dict(options)
         self.root = strip_protocol(str(options["url"])).rstrip("/")
         self._fs = None
+        self._pid = None  # the process that opened _fs: a forked loader worker opens its own
         self.bytes_read = 0
         self.reads = 0
         self.read_s = 0.0  # wall time inside read() (s)
@@ -141,8 +187,8 @@ class Store:
 
     @property
     def fs(self):
-        if self._fs is None:
-            self._fs = get(self.backend).open_fs(self.options)
+        if self._fs is None or self._pid != os.getpid():
+            self._fs, self._pid = get(self.backend).open_fs(self.options), os.getpid()
         return self._fs
 
     def url(self, rel: str) -> str:
@@ -164,7 +210,7 @@ class Store:
 
     def cached_count(self) -> int | None:
         """Objects held in the local cache (``cached`` only), else None."""
-        if self.backend != "cached":
+        if not self.backend.startswith("cached"):
             return None
         cache = Path(self.options["cache_dir"])
         return sum(1 for p in cache.iterdir() if p.name != "cache") if cache.exists() else 0
