@@ -252,6 +252,9 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     telemetry_chart = report.plot_telemetry(table, path.with_name(f"{path.stem}-telemetry.png"))
     if telemetry_chart:
         console.print(f"telemetry chart: {telemetry_chart}")
+    storage_chart = report.plot_storage(table, path.with_name(f"{path.stem}-storage.png"))
+    if storage_chart:
+        console.print(f"storage chart: {storage_chart}")
     if report.compares_strategies(summary):
         console.print(f"strategies chart: {report.plot_strategies(summary, path.with_name(path.stem + '-strategies.png'))}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")

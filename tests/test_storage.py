@@ -12,7 +12,7 @@ import pytest
 
 from harness import datagen, storage
 from harness.errors import UserError
-from tests import storage_servers
+from harness import storage_servers
 
 ACCESS_KEY, SECRET_KEY = "rosetta-test", "rosetta-test-secret-value"
 

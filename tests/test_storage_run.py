@@ -9,7 +9,7 @@ pytest.importorskip("torch")
 
 from harness import datagen, scenario, storage  # noqa: E402
 from harness.runner import run_sweep  # noqa: E402
-from tests import storage_servers  # noqa: E402
+from harness import storage_servers  # noqa: E402
 
 BASE = """
 name = "storage-run"

