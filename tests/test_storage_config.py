@@ -24,14 +24,14 @@ storage = {storages}
 def test_options_reach_the_run_spec_and_change_the_config_id(write_scenario):
     sc = scenario.load(write_scenario(BASE.format(storages='["synthetic", "local"]')
                                       + '[storage_options.local]\nurl = "/data/imagenet"\nloader_workers = 3\n'))
-    synthetic, local = expand(sc)
+    synthetic, local = expand(sc)[:2]
     assert synthetic.storage_options == {} and local.storage_options["url"] == "/data/imagenet"
     assert local.storage_options["loader_workers"] == 3 and local.storage_options["verify_fraction"] == 0.05
     assert synthetic.config_id() != local.config_id()
 
 
 @pytest.mark.parametrize("extra, match", [
-    ("", r"storage_options\]\[local\].*url.*missing"),
+    ("", r"\[storage_options.local\] url: missing"),
     ('[storage_options.local]\nurl = "s3://AKIA:topsecret@bucket/x"\n', "credentials"),
     ('[storage_options.ftp]\nurl = "/x"\n', "ftp"),
     ('[storage_options.local]\nurl = "/x"\nverify_fraction = 2.0\n', "verify_fraction"),
