@@ -141,6 +141,9 @@ class Pipeline:
 
     def loader_only(self, batches: int) -> float:
         """Samples/s of the pipeline alone (no model): ``batches`` batches after the training window."""
+        # a fresh pass: batches the workers prefetched during training would otherwise be counted for free
+        self.dataset.epoch += 1
+        self._iter = None
         t0 = time.perf_counter()
         for _ in range(batches):
             self.next()
