@@ -5,7 +5,6 @@ A server that cannot start here skips its backend's tests with the reason.
 """
 
 import hashlib
-import json
 import uuid
 
 import pytest

@@ -1,7 +1,6 @@
 """Scenario [storage_options]: required locations, credentials refused, options carried to the run; the
 storage chart."""
 
-import pandas as pd
 import pytest
 
 from harness import report, scenario
