@@ -36,8 +36,11 @@ def main() -> int:
             storage_servers.azurite(ROOT / "azurite", port=18334) as blob_conn:
         os.environ["AZURE_STORAGE_CONNECTION_STRING"] = blob_conn
         s3 = {"url": "s3://rosetta/imagenet", "endpoint_url": s3_url}
-        storage.Store("s3", s3).fs.makedirs("rosetta", exist_ok=True)  # the server keeps its data between runs
-        storage.Store("blob", {"url": "abfs://rosetta/imagenet"}).fs.makedirs("rosetta", exist_ok=True)
+        for backend, options in (("s3", s3), ("blob", {"url": "abfs://rosetta/imagenet"})):
+            try:
+                storage.Store(backend, options).fs.mkdir("rosetta")
+            except FileExistsError:  # SeaweedFS keeps its data between runs
+                pass
         for backend, options in (("s3", s3), ("blob", {"url": "abfs://rosetta/imagenet"})):
             print(f"uploading to {backend}: {storage.upload(data, backend, options) / 1e6:.1f} MB")
         return cli.main(["run", args.scenario, "--results", args.results])
