@@ -31,7 +31,14 @@ class Strategy(str, Enum):
 
 
 class Storage(str, Enum):
-    SYNTHETIC = "synthetic"
+    """Where the input data comes from; locations are ``[storage_options.<name>]`` (harness.storage)."""
+
+    SYNTHETIC = "synthetic"  # one random batch in memory: no input pipeline at all
+    LOCAL = "local"  # a local or mounted folder (NFS on a cluster is a mounted path)
+    S3 = "s3"  # S3 or an S3-compatible server (s3fs)
+    BLOB = "blob"  # Azure Blob Storage (adlfs)
+    CACHED = "cached"  # read-through local-disk cache in front of a remote, emptied before the run (cold)
+    CACHED_WARM = "cached_warm"  # the same cache, filled before the measured window (warm)
 
 
 class Precision(str, Enum):

@@ -103,7 +103,38 @@ def _parser() -> argparse.ArgumentParser:
     from harness import cli_perf  # rosetta comm, rosetta project
 
     cli_perf.add_parsers(sub)
+
+    _add_data_parser(sub)
     return parser
+
+
+def _add_data_parser(sub) -> None:
+    """``rosetta data make``: real datasets for the storage axis (harness.datagen)."""
+    data = sub.add_parser("data", help="generate datasets for the storage backends")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    p = data_sub.add_parser("make", help="an ImageNet-shaped dataset of real JPEGs with a checksum manifest")
+    p.add_argument("out", type=Path, help="output folder (new or empty)")
+    p.add_argument("--spec", type=Path, help="TOML data spec (keys as the flags); flags override it")
+    for name in ("count", "classes", "seed", "min_kb", "max_kb", "shard_samples", "quality"):
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int)
+    p.add_argument("--layout", help="files | shards | both (default both)")
+    p.set_defaults(handler=cmd_data_make)
+
+
+def cmd_data_make(args: argparse.Namespace) -> None:
+    from rich.progress import Progress
+
+    from harness import config, datagen
+
+    table = dict(config.read_toml(args.spec)) if args.spec else {}
+    flags = {k: getattr(args, k) for k in ("count", "classes", "seed", "min_kb", "max_kb", "shard_samples",
+                                            "quality", "layout") if getattr(args, k) is not None}
+    spec = datagen.parse_spec({**table, **flags}, str(args.spec or "flags"))
+    with Progress() as progress:
+        task = progress.add_task(f"{spec.count} JPEGs", total=spec.count)
+        manifest = datagen.make(spec, args.out, lambda done: progress.update(task, completed=done))
+    print(f"{args.out}: {len(manifest['samples'])} samples, {manifest['total_bytes'] / 1e6:.1f} MB, "
+          f"{len(manifest['objects'])} objects in {datagen.MANIFEST}")
 
 
 def _load_scenario(path: str | None):
@@ -282,6 +313,9 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     telemetry_chart = report.plot_telemetry(table, path.with_name(f"{path.stem}-telemetry.png"))
     if telemetry_chart:
         console.print(f"telemetry chart: {telemetry_chart}")
+    storage_chart = report.plot_storage(table, path.with_name(f"{path.stem}-storage.png"))
+    if storage_chart:
+        console.print(f"storage chart: {storage_chart}")
     if report.compares_strategies(summary):
         console.print(f"strategies chart: {report.plot_strategies(summary, path.with_name(path.stem + '-strategies.png'))}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")

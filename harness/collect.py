@@ -165,6 +165,26 @@ def measurement_fields(ranks: list[RankRecord], run_dir: Path) -> dict[str, Any]
         "first_loss": losses[0] if losses else math.nan,
         "last_loss": losses[-1] if losses else math.nan,
         **communication_fields(ranks),
+        **data_fields(ranks),
+    }
+
+
+def data_fields(ranks: list[RankRecord]) -> dict[str, Any]:
+    """Input-pipeline columns of a real-data run (empty for synthetic data): the worst rank's data stall,
+    read rate and cache hit rate summed/averaged as their units say."""
+    reported = [r.data for r in ranks if r.data]
+    if not reported:
+        return {}
+    reads = sum(d["objects_read"] for d in reported)
+    misses = [d["cache_misses"] for d in reported if d.get("cache_misses") is not None]
+    staging = [d["staging_s"] for d in reported if d.get("staging_s") is not None]
+    return {
+        "data_stall_frac": max(d["data_wait_s"] / d["window_s"] for d in reported),
+        "read_mb_s": sum(d["bytes_read"] for d in reported) / 1e6 / max(d["window_s"] for d in reported),
+        "loader_throughput": sum(d["loader_samples_s"] for d in reported),
+        "cache_hit_rate": (1 - sum(misses) / reads) if misses and reads else None,
+        "objects_verified": sum(d["objects_verified"] for d in reported),
+        "staging_s": max(staging) if staging else None,
     }
 
 

@@ -74,6 +74,7 @@ class RankRecord:
     end: dict[str, Any] | None = None
     evals: list[dict[str, Any]] = field(default_factory=list)  # held-out evaluations, in step order
     comm: dict[str, Any] | None = None
+    data: dict[str, Any] | None = None  # input pipeline facts of a real-data run (``data`` record)
     skip: str | None = None
     errors: list[str] = field(default_factory=list)
     error_time: float | None = None  # Unix seconds of the first error record
@@ -116,6 +117,8 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
             record.evals.append(ev)
         elif kind == "comm":
             record.comm = ev
+        elif kind == "data":
+            record.data = ev
         elif kind == "skip":
             record.skip = ev.get("reason", "")
         elif kind == "error":

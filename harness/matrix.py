@@ -49,10 +49,18 @@ def expand(scenario: Scenario) -> list[RunSpec]:
         RunSpec(scenario=scenario.name, workload_options=options, repeat=repeat,
                 warmup_steps=s.warmup_steps, measured_steps=s.measured_steps, timeout_s=s.timeout_s,
                 device=s.device, seed=s.seed, launcher_options=launcher_options,
-                strategy_options=strategies.resolved(combo["strategy"], scenario.strategy_options), **combo)
+                strategy_options=strategies.resolved(combo["strategy"], scenario.strategy_options),
+                storage_options=storage_as_data(combo["storage"], scenario.storage_options), **combo)
         for repeat in range(s.repeats)
         for combo, options, launcher_options in configs
     ]
+
+
+def storage_as_data(storage, options) -> dict:
+    """A run's storage options as a plain mapping (empty for synthetic data)."""
+    import dataclasses
+
+    return dataclasses.asdict(options[storage]) if storage in options else {}
 
 
 def _launcher(combo: Mapping[str, Any]) -> str:

@@ -452,3 +452,45 @@ def plot_step_times(table: pd.DataFrame, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_storage(table: pd.DataFrame, path: Path) -> Path | None:
+    """Throughput (bars) and data-stall fraction (line, right axis) per storage backend, median over
+    repeats, in the style of the published NFS-vs-cache charts; None unless a sweep read real data."""
+    ok = table[(table["status"] == Status.OK.value)]
+    if ok.empty or not (ok["storage"] != "synthetic").any():
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = ["synthetic", "local", "s3", "blob", "cached", "cached_warm"]
+    medians = ok.groupby("storage")[["throughput", "data_stall_frac", "loader_throughput"]].median()
+    names = sorted(medians.index, key=lambda s: order.index(s) if s in order else len(order))
+    medians = medians.loc[names]
+    labels = [{"cached": "cached (cold)", "cached_warm": "cached (warm)"}.get(s, s) for s in names]
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) + 2), 4.5))
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], medians["throughput"].astype(float), width=0.4, color="tab:blue",
+           label="training throughput")
+    ax.bar([i + 0.2 for i in x], medians["loader_throughput"].astype(float).fillna(0), width=0.4,
+           color="tab:gray", alpha=0.6, label="input pipeline alone")
+    ax.set_ylabel(f"{ok['sample_unit'].iloc[0]}/s (median over repeats)")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels)
+    stall = ax.twinx()
+    stall.plot(list(x), medians["data_stall_frac"].astype(float).fillna(0) * 100, "o-", color="tab:red",
+               label="data stall")
+    stall.set_ylabel("data stall (% of step time waiting for input)")
+    stall.set_ylim(0, 100)
+    handles = ax.get_legend_handles_labels()[0] + stall.get_legend_handles_labels()[0]
+    ax.legend(handles, [h.get_label() for h in handles], loc="upper right", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    title = " ".join(str(ok[k].iloc[0]) for k in ("workload", "size"))
+    ax.set_title(f"Throughput and data stall per storage backend ({title})")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

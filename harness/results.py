@@ -78,6 +78,12 @@ COLUMNS: dict[str, str] = {
     "final_accuracy": "Float64",  # held-out accuracy (fraction) of the final model
     "accuracy_curve": "string",  # JSON list of [step, held-out accuracy, held-out loss], rank 0's model
     "weights_consistent": "boolean",
+    "data_stall_frac": "Float64",  # measured window's time spent waiting for the next batch / window time (worst rank)
+    "read_mb_s": "Float64",  # bytes read from storage in the window, all ranks, MB (1e6) per second
+    "loader_throughput": "Float64",  # samples/s of the input pipeline alone (no model), all ranks
+    "cache_hit_rate": "Float64",  # cached storage: fraction of object reads served from the local cache
+    "objects_verified": "Int64",  # objects whose sha256 was checked against the manifest, all ranks
+    "staging_s": "Float64",  # copy-to-local staging before training (s, slowest rank), if staged
     "weights_checksum": "string",
     "parameters": "Int64",
     "compile_s": "Float64",  # first step with compilation (compile = on), outside the window (s)

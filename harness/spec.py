@@ -46,6 +46,7 @@ class RunSpec:
     memory_format: MemoryFormat = MemoryFormat.CONTIGUOUS
     compile: Compile = Compile.OFF
     strategy_options: Mapping[str, Any] = field(default_factory=dict)  # harness.strategies, resolved
+    storage_options: Mapping[str, Any] = field(default_factory=dict)  # harness.storage.StorageOptions, as data
 
     @property
     def world_size(self) -> int:
@@ -73,6 +74,8 @@ class RunSpec:
         """A stable short id of the configuration (options included), equal across repeats."""
         key = {**self.dimensions(), "workload_options": dict(self.workload_options), "seed": self.seed,
                "launcher_options": dict(self.launcher_options), "strategy_options": dict(self.strategy_options)}
+        if self.storage_options:  # only when set, so the ids of synthetic-data runs stay as they were
+            key["storage_options"] = dict(self.storage_options)
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:

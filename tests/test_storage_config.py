@@ -1,0 +1,59 @@
+"""Scenario [storage_options]: required locations, credentials refused, options carried to the run; the
+storage chart."""
+
+import pytest
+
+from harness import report, scenario
+from harness.errors import UserError
+from harness.matrix import expand
+from harness.results import COLUMNS, to_frame
+
+BASE = """
+name = "s"
+[settings]
+warmup_steps = 1
+measured_steps = 2
+[matrix]
+framework = "torch_ddp"
+workload = "resnet50"
+storage = {storages}
+"""
+
+
+def test_options_reach_the_run_spec_and_change_the_config_id(write_scenario):
+    sc = scenario.load(write_scenario(BASE.format(storages='["synthetic", "local"]')
+                                      + '[storage_options.local]\nurl = "/data/imagenet"\nloader_workers = 3\n'))
+    synthetic, local = expand(sc)[:2]
+    assert synthetic.storage_options == {} and local.storage_options["url"] == "/data/imagenet"
+    assert local.storage_options["loader_workers"] == 3 and local.storage_options["verify_fraction"] == 0.05
+    assert synthetic.config_id() != local.config_id()
+
+
+@pytest.mark.parametrize("extra, match", [
+    ("", r"\[storage_options.local\] url: missing"),
+    ('[storage_options.local]\nurl = "s3://AKIA:topsecret@bucket/x"\n', "credentials"),
+    ('[storage_options.ftp]\nurl = "/x"\n', "ftp"),
+    ('[storage_options.local]\nurl = "/x"\nverify_fraction = 2.0\n', "verify_fraction"),
+    ('[storage_options.local]\nurl = "/x"\npassword = "p"\n', "password"),
+])
+def test_bad_storage_options_are_one_line_errors(write_scenario, extra, match):
+    with pytest.raises(UserError, match=match):
+        scenario.load(write_scenario(BASE.format(storages='"local"') + extra))
+
+
+def test_cached_needs_remote_and_cache_dir(write_scenario):
+    with pytest.raises(UserError, match="remote"):
+        scenario.load(write_scenario(BASE.format(storages='"cached"') + '[storage_options.cached]\nurl = "/x"\n'))
+
+
+def _row(storage, throughput, stall):
+    return {"status": "ok", "storage": storage, "throughput": throughput, "data_stall_frac": stall,
+            "loader_throughput": 2 * throughput, "workload": "resnet50", "size": "small", "sample_unit": "images"}
+
+
+def test_storage_chart_only_for_real_data(tmp_path):
+    assert report.plot_storage(to_frame([_row("synthetic", 10.0, None)]), tmp_path / "a.png") is None
+    table = to_frame([_row("synthetic", 10.0, None), _row("local", 8.0, 0.2), _row("cached", 3.0, 0.7)])
+    path = report.plot_storage(table, tmp_path / "b.png")
+    assert path.exists() and path.stat().st_size > 10_000
+    assert {"data_stall_frac", "read_mb_s", "loader_throughput", "cache_hit_rate"} <= set(COLUMNS)
