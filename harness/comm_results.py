@@ -14,7 +14,6 @@ from typing import Any, Iterable
 import pandas as pd
 
 from harness import results
-from harness.errors import UserError
 
 COMM_SCHEMA_VERSION = 1
 
@@ -61,41 +60,18 @@ PARQUET = "comm.parquet"
 CSV = "comm.csv"
 
 
+FORMAT = results.TableFormat("comm", COMM_COLUMNS, COMM_SCHEMA_VERSION, PARQUET, CSV)
+
+
 def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    frame = pd.DataFrame(list(rows))
-    for column in COMM_COLUMNS:
-        if column not in frame:
-            frame[column] = None
-    unknown = set(frame.columns) - set(COMM_COLUMNS)
-    if unknown:
-        raise ValueError(f"columns not in the comm schema: {sorted(unknown)}")
-    return frame[list(COMM_COLUMNS)].astype(COMM_COLUMNS)
+    return results.frame_of(FORMAT, rows)
 
 
 def load(results_dir: Path) -> pd.DataFrame:
     """The whole comm table (empty, with the schema's columns, if there is none yet)."""
-    path = Path(results_dir) / PARQUET
-    if not path.exists():
-        return to_frame([])
-    try:
-        frame = pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a readable comm table ({exc})") from None
-    versions = set(frame["schema_version"].dropna().unique())
-    if versions - {COMM_SCHEMA_VERSION}:
-        raise UserError(f"{path}: comm schema versions {sorted(versions)}; this harness reads {COMM_SCHEMA_VERSION}")
-    missing = set(COMM_COLUMNS) - set(frame.columns)
-    if missing:
-        raise UserError(f"{path}: columns missing from the comm table: {', '.join(sorted(missing))}")
-    return frame[list(COMM_COLUMNS)].astype(COMM_COLUMNS)
+    return results.load_table(FORMAT, results_dir)
 
 
 def append(results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Add rows and rewrite ``comm.parquet`` and ``comm.csv`` atomically under the folder's lock."""
-    results_dir = Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    with results._locked(results_dir):
-        table = pd.concat([load(results_dir), to_frame(rows)], ignore_index=True)
-        results.atomic_write(results_dir / PARQUET, lambda p: table.to_parquet(p, index=False))
-        results.atomic_write(results_dir / CSV, lambda p: table.to_csv(p, index=False))
-    return table
+    return results.append_table(FORMAT, results_dir, rows)

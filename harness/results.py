@@ -13,8 +13,9 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
@@ -109,43 +110,63 @@ CSV = "results.csv"
 LOCK = ".lock"
 
 
-def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Rows as a DataFrame with exactly the schema's columns and dtypes."""
+@dataclass(frozen=True)
+class TableFormat:
+    """A persisted table: its columns (name -> pandas dtype), version and files.
+
+    Columns may be added within a version (a table written before comes back with them
+    empty); anything else changes the version.
+    """
+
+    label: str  # how messages name it: "results" | "comm"
+    columns: Mapping[str, str]
+    version: int
+    parquet: str
+    csv: str
+    recovery: str = ""  # where else the rows are kept, for the unreadable-table message
+
+
+RESULTS = TableFormat("results", COLUMNS, SCHEMA_VERSION, PARQUET, CSV,
+                      recovery="every run's row is also kept in runs/*/*/row.json")
+
+
+def frame_of(fmt: TableFormat, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as a DataFrame with exactly the format's columns and dtypes."""
     frame = pd.DataFrame(list(rows))
-    for column in COLUMNS:
+    for column in fmt.columns:
         if column not in frame:
             frame[column] = None
-    unknown = set(frame.columns) - set(COLUMNS)
+    unknown = set(frame.columns) - set(fmt.columns)
     if unknown:
-        raise ValueError(f"columns not in schema: {sorted(unknown)}")
-    return frame[list(COLUMNS)].astype(COLUMNS)
+        raise ValueError(f"columns not in the {fmt.label} schema: {sorted(unknown)}")
+    return frame[list(fmt.columns)].astype(dict(fmt.columns))
 
 
-def load(results_dir: Path) -> pd.DataFrame:
-    """The whole results table (empty with the schema's columns if there is none yet)."""
+def load_table(fmt: TableFormat, results_dir: Path) -> pd.DataFrame:
+    """A whole table (empty, with the format's columns, if there is none yet)."""
     results_dir = Path(results_dir)
     if results_dir.exists() and not results_dir.is_dir():
         raise UserError(f"{results_dir}: the results folder is a file")
-    path = results_dir / PARQUET
+    path = results_dir / fmt.parquet
     if not path.exists():
-        return to_frame([])
+        return frame_of(fmt, [])
     try:
         frame = pd.read_parquet(path)
     except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
-        raise UserError(f"{path}: not a readable results table ({_first_line(exc)}); every run's row "
-                        f"is also kept in {results_dir / 'runs'}/*/*/row.json") from None
+        hint = f"; {fmt.recovery}" if fmt.recovery else ""
+        raise UserError(f"{path}: not a readable {fmt.label} table ({_first_line(exc)}){hint}") from None
     versions = set(frame["schema_version"].dropna().unique())
-    if versions - {SCHEMA_VERSION}:
-        raise UserError(f"{path}: schema versions {sorted(versions)}; this harness reads {SCHEMA_VERSION}")
-    return to_frame(frame.to_dict("records"))  # columns added since it was written come back empty
+    if versions - {fmt.version}:
+        raise UserError(f"{path}: {fmt.label} schema versions {sorted(versions)}; this harness reads {fmt.version}")
+    return frame_of(fmt, frame.to_dict("records"))  # columns added since it was written come back empty
 
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def append(results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Add rows to the table and rewrite its files atomically; returns the new table.
+def append_table(fmt: TableFormat, results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Add rows to a table and rewrite its files atomically; returns the new table.
 
     Holds the folder's lock, so that two harnesses sharing a results folder never
     lose each other's rows.
@@ -153,11 +174,26 @@ def append(results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     with _locked(results_dir):
-        _remove_stale_temporaries(results_dir)
-        table = pd.concat([load(results_dir), to_frame(rows)], ignore_index=True)
-        atomic_write(results_dir / PARQUET, lambda p: table.to_parquet(p, index=False))
-        atomic_write(results_dir / CSV, lambda p: table.to_csv(p, index=False))
+        _remove_stale_temporaries(results_dir, fmt)
+        table = pd.concat([load_table(fmt, results_dir), frame_of(fmt, rows)], ignore_index=True)
+        atomic_write(results_dir / fmt.parquet, lambda p: table.to_parquet(p, index=False))
+        atomic_write(results_dir / fmt.csv, lambda p: table.to_csv(p, index=False))
     return table
+
+
+def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Result rows as a DataFrame with exactly the schema's columns and dtypes."""
+    return frame_of(RESULTS, rows)
+
+
+def load(results_dir: Path) -> pd.DataFrame:
+    """The whole results table (empty with the schema's columns if there is none yet)."""
+    return load_table(RESULTS, results_dir)
+
+
+def append(results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Add rows to the results table (see :func:`append_table`)."""
+    return append_table(RESULTS, results_dir, rows)
 
 
 @contextmanager
@@ -170,9 +206,9 @@ def _locked(results_dir: Path):
         os.close(fd)  # closing releases the lock, as does the death of the process
 
 
-def _remove_stale_temporaries(results_dir: Path) -> None:
+def _remove_stale_temporaries(results_dir: Path, fmt: TableFormat) -> None:
     """Temporaries a killed harness left half-written (only called with the lock held)."""
-    for name in (PARQUET, CSV):
+    for name in (fmt.parquet, fmt.csv):
         for tmp in results_dir.glob(f".{name}.*.tmp"):
             tmp.unlink(missing_ok=True)
 

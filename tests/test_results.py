@@ -30,7 +30,7 @@ def test_round_trip_parquet_and_csv(tmp_path):
 
 
 def test_unknown_column_is_rejected():
-    with pytest.raises(ValueError, match="not in schema"):
+    with pytest.raises(ValueError, match="not in the results schema"):
         results.to_frame([_row(extra_thing=1)])
 
 
