@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 from rich.markup import escape
 
+from harness.report import save_figure
+
 # Sizes up to this many bytes are latency-bound: the report gives their time as the latency.
 LATENCY_MAX_BYTES = 1024
 
@@ -73,9 +75,4 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
     bw_ax.legend(fontsize=7)
     fig.suptitle("Collective microbenchmark (rosetta comm)")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

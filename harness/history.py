@@ -26,6 +26,7 @@ import pandas as pd
 from harness import compare
 from harness.axes import Status
 from harness.errors import UserError
+from harness.report import save_figure
 
 MIN_LEVEL_REPEATS = 3
 
@@ -152,9 +153,4 @@ def plot(pts: Sequence[Point], path: Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower left")
     fig.suptitle("Throughput over time per configuration (dashed line: a significant step change)")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

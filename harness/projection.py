@@ -15,6 +15,7 @@ import pandas as pd
 from harness import config
 from harness.axes import CommAlgorithm
 from harness.errors import UserError
+from harness.report import save_figure
 from harness.scaling_model import GRADIENT_BYTES_PER_PARAMETER, Link, Network, predict
 
 PRESETS_FILE = Path(__file__).resolve().parent / "data" / "interconnects.toml"
@@ -150,9 +151,4 @@ def plot(table: pd.DataFrame, path: Path, title: str, published: bool) -> Path:
     ax.grid(alpha=0.3, which="both")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -19,6 +19,18 @@ SERIES_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "strateg
 CONFIG_KEYS = SERIES_KEYS + ["nodes", "procs_per_node", "world_size"]
 
 
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, write (PNG, 110 dpi, the folder made if needed) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def latest_attempts(table: pd.DataFrame) -> pd.DataFrame:
     """Each repeat of each configuration of each sweep once: its last attempt (the others stay in the table)."""
     keys = ["sweep_id", "config_id", "repeat"]
@@ -248,12 +260,7 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
                 ax.legend(fontsize=8)
     fig.suptitle("Rosetta: training throughput (median over repeats; error bars: 95% CI of the mean) "
                  "and scaling efficiency")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_strategies(summary: pd.DataFrame, path: Path) -> Path:
@@ -322,12 +329,7 @@ def plot_strategies(summary: pd.DataFrame, path: Path) -> Path:
             ax_tta.set_visible(False)
             ax_curve.set_visible(False)
     fig.suptitle("Rosetta: training strategies side by side (runs that failed, diverged or were skipped have no bar)")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 # Telemetry columns charted, with their axis labels; GPU ones appear only where a GPU reported.
@@ -367,11 +369,7 @@ def plot_telemetry(table: pd.DataFrame, path: Path) -> Path | None:
     bottom.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
     bottom.set_xlabel(" / ".join(keys))
     fig.suptitle("Telemetry over the measured window (median over repeats), sampled off the training process")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
@@ -417,12 +415,7 @@ def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
         if bars:
             ax.legend(fontsize=8, title=" ".join([by] + others))
     fig.suptitle(f"Training throughput per {by} (error bars: 95% CI of the mean over repeats)", fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_step_times(table: pd.DataFrame, path: Path) -> Path:
@@ -446,12 +439,7 @@ def plot_step_times(table: pd.DataFrame, path: Path) -> Path:
     ax.set_xlabel("time per training step (ms), slowest rank")
     ax.set_title("Per-step times, repeats pooled (box: quartiles; whiskers: 5th-95th percentile)")
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_storage(table: pd.DataFrame, path: Path) -> Path | None:
@@ -489,8 +477,4 @@ def plot_storage(table: pd.DataFrame, path: Path) -> Path | None:
     ax.grid(axis="y", alpha=0.3)
     title = " ".join(str(ok[k].iloc[0]) for k in ("workload", "size"))
     ax.set_title(f"Throughput and data stall per storage backend ({title})")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -133,12 +133,7 @@ def plot(ref: Reference, table: pd.DataFrame, path: Path) -> Path:
         ax.legend(fontsize=7)
     fig.suptitle(f"{ref.id}: {ref.title}\npublished: {ref.configuration.hardware}; "
                  f"measured: this machine", fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return report.save_figure(fig, path)
 
 
 def findings(ref: Reference, table: pd.DataFrame) -> list[str]:
