@@ -295,16 +295,9 @@ def cmd_report(args: argparse.Namespace) -> None:
 def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     from rich.console import Console
 
-    from harness import report, results
+    from harness import report
 
-    table = results.load(results_dir)
-    if table.empty:
-        raise UserError(f"{results_dir}: no results yet; run `rosetta run` first")
-    sweep = sweep or report.latest_sweep(table)
-    if sweep != "all":
-        if sweep not in set(table["sweep_id"]):
-            raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
-        table = table[table["sweep_id"] == sweep]
+    table, sweep = report.select_sweep(results_dir, sweep)
     summary = report.summarize(table)
     console = Console()
     report.print_table(summary, console)

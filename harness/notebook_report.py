@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness import report, results
+from harness import report
 from harness.errors import UserError
 from harness.provenance import REPO_ROOT
 
@@ -25,23 +25,10 @@ NOT_MEASURED = ("Time-to-accuracy curves need accuracy records over time; the cu
                 "throughput and the first and last loss only, so no such chart is drawn.")
 
 
-def select(results_dir: Path, sweep: str | None) -> tuple[pd.DataFrame, str]:
-    """The rows of ``sweep`` (default: the latest; ``all``: every sweep) and the sweep's name."""
-    table = results.load(Path(results_dir))
-    if table.empty:
-        raise UserError(f"{results_dir}: no results yet; run `rosetta run` first")
-    sweep = sweep or report.latest_sweep(table)
-    if sweep != "all":
-        if sweep not in set(table["sweep_id"]):
-            raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
-        table = table[table["sweep_id"] == sweep]
-    return table, sweep
-
-
 def build(results_dir: str | Path, sweep: str | None = None, out_dir: str | Path | None = None) -> dict[str, Any]:
     """Write the charts, ``report.md`` and ``report.html`` into ``out_dir`` (default
     ``RESULTS/report-<sweep>/``); return the summary, chart paths (title -> PNG) and notes."""
-    table, sweep = select(Path(results_dir), sweep)
+    table, sweep = report.select_sweep(Path(results_dir), sweep)
     out = Path(out_dir) if out_dir else Path(results_dir) / f"report-{sweep}"
     out.mkdir(parents=True, exist_ok=True)
     summary = report.summarize(table)
@@ -123,7 +110,7 @@ def execute(results_dir: Path, sweep: str | None = None, out_dir: Path | None = 
         import papermill
     except ImportError:
         raise UserError("--notebook needs papermill, ipykernel and nbformat: pip install -e '.[report]'") from None
-    _, sweep = select(Path(results_dir), sweep)
+    _, sweep = report.select_sweep(Path(results_dir), sweep)
     out = Path(out_dir) if out_dir else Path(results_dir) / f"report-{sweep}"
     out.mkdir(parents=True, exist_ok=True)
     executed = out / "report.ipynb"

@@ -10,6 +10,7 @@ import pandas as pd
 
 from harness import metrics
 from harness.axes import Status
+from harness.errors import UserError
 
 # A configuration less its world size: the group within which scaling efficiency is computed.
 # Dimensions a configuration may vary in besides the classic ones; shown and folded like them.
@@ -103,6 +104,21 @@ def compares_strategies(summary: pd.DataFrame) -> bool:
     if summary.empty:
         return False
     return bool(set(summary["strategy"]) - {"allreduce"}) or bool((summary["evaluated"] > 0).any())
+
+
+def select_sweep(results_dir: Path, sweep: str | None) -> tuple[pd.DataFrame, str]:
+    """The rows of ``sweep`` (default: the latest; ``all``: every sweep) and the sweep's name."""
+    from harness import results
+
+    table = results.load(Path(results_dir))
+    if table.empty:
+        raise UserError(f"{results_dir}: no results yet; run `rosetta run` first")
+    sweep = sweep or latest_sweep(table)
+    if sweep != "all":
+        if sweep not in set(table["sweep_id"]):
+            raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
+        table = table[table["sweep_id"] == sweep]
+    return table, sweep
 
 
 def latest_sweep(table: pd.DataFrame) -> str | None:
