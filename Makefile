@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test bench clean
+.PHONY: quickstart test timing-test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ quickstart: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Tests whose verdict depends on timing real launches (the planted-slowdown gate): run them on a quiet machine.
+timing-test: $(STAMP)
+	ROSETTA_TIMING_TESTS=1 $(BIN)/python -m pytest tests/test_compare.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py

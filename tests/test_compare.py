@@ -116,6 +116,9 @@ def test_real_runs_catch_a_planted_slowdown_and_stay_quiet_on_the_same_code(writ
     from harness import cli, scenario
     from harness.runner import run_sweep
 
+    if os.environ.get("ROSETTA_TIMING_TESTS") != "1":
+        pytest.skip("timing-sensitive (real launches must resolve 10%): run on a machine nobody else uses "
+                    "with `make timing-test`")
     cores = os.cpu_count() or 1
     if os.getloadavg()[0] > SATURATED * cores:
         pytest.skip(f"load average {os.getloadavg()[0]:.1f} on {cores} cores: other jobs saturate the machine, "

@@ -46,7 +46,9 @@ def command(request: LaunchRequest) -> LaunchCommand:
         argv += ["--host", ",".join(f"{h}:{spec.procs_per_node}" for h in opts.hosts[: spec.nodes]),
                  "--mca", "oob_tcp_if_include", opts.interface, "--mca", "btl_tcp_if_include", opts.interface]
         if opts.remote == RemoteShell.NETNS:
-            argv += ["--mca", "plm_rsh_agent", str(request.repo_root / NETNS_AGENT)]
+            # routed=direct: every daemon reports straight to mpirun; Open MPI's routing tree failed to
+            # start a daemon between namespace hosts now and then (exit 139, "set routed=direct").
+            argv += ["--mca", "plm_rsh_agent", str(request.repo_root / NETNS_AGENT), "--mca", "routed", "direct"]
     for name in env:
         argv += ["-x", name]
     argv += [*opts.extra_args, request.python, *worker_argv(request)]
