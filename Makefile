@@ -8,10 +8,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: quickstart test timing-test bench clean
 
-$(STAMP): pyproject.toml
+# SETUPTOOLS_USE_DISTUTILS and the build constraint: chainer's sdist builds only with setuptools < 81
+# and the standard library's distutils.
+$(STAMP): pyproject.toml tools/build-constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[torch,dev,report]'
+	SETUPTOOLS_USE_DISTUTILS=stdlib $(BIN)/python -m pip install --quiet \
+		--build-constraint tools/build-constraints.txt -e '.[torch,chainer,dev,report]'
 	touch $(STAMP)
 
 quickstart: $(STAMP)
