@@ -309,6 +309,9 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     storage_chart = report.plot_storage(table, path.with_name(f"{path.stem}-storage.png"))
     if storage_chart:
         console.print(f"storage chart: {storage_chart}")
+    if report.compares_frameworks(summary):
+        report.print_frameworks(summary, console)
+        console.print(f"frameworks chart: {report.plot_bars(summary, path.with_name(path.stem + '-frameworks.png'))}")
     if report.compares_strategies(summary):
         console.print(f"strategies chart: {report.plot_strategies(summary, path.with_name(path.stem + '-strategies.png'))}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
