@@ -1,0 +1,22 @@
+"""Chainer + ChainerMN: the `naive` MPI communicator on CPU (`pure_nccl` on GPU), launched by mpirun.
+
+Chainer 7.8.1 is the last release (2020). ResNet-50 only: no BERT is written in Chainer,
+so BERT runs are recorded as skipped with that reason.
+"""
+
+from harness.axes import Device, Storage, Strategy, Workload
+from harness.framework_api import FrameworkInfo
+
+INFO = FrameworkInfo(
+    name="chainer",
+    title="Chainer + ChainerMN",
+    launchers=("mpirun", "slurm"),
+    worker_module="frameworks.chainer.worker",
+    requires=("chainer", "mpi4py"),
+    workloads=(Workload.RESNET50,),
+    strategies=(Strategy.ALLREDUCE,),  # ChainerMN's multi-node optimizer: mean gradient every step
+    storage=(Storage.SYNTHETIC,),
+    # cuda needs CuPy 7 (Chainer 7.8.1's range), which has no build for current CUDA and Python 3.11:
+    # declared for completeness, the worker says why when CuPy is missing
+    devices=(Device.CPU, Device.CUDA),
+)
