@@ -1,0 +1,109 @@
+"""Chainer + ChainerMN worker: one MPI process per rank, started by mpirun (or srun) through harness.worker.
+
+ChainerMN's ``naive`` communicator (mpi4py allreduce of each gradient) on CPU, ``pure_nccl``
+on GPU; its multi-node optimizer averages the gradients across ranks before the update.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from frameworks.chainer.compat import import_chainer
+
+chainer = import_chainer()
+
+import chainermn  # noqa: E402
+import mpi4py  # noqa: E402
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
+
+from frameworks.chainer.models import build_model, loss_of, parameter_count  # noqa: E402
+from frameworks.chainer.training import optimizer_from_recipe, to_chainer, weights_checksum  # noqa: E402
+from harness.axes import Device  # noqa: E402
+from harness.equivalence import fixed_batch, recipe  # noqa: E402
+from harness.events import EventWriter  # noqa: E402
+from harness.measure import run_measured_loop  # noqa: E402
+from harness.spec import RunSpec  # noqa: E402
+
+
+def resolve_device(requested: Device) -> str:
+    gpu = chainer.backends.cuda.available
+    if requested == Device.CUDA and not gpu:
+        raise RuntimeError("device cuda requested but Chainer finds no CuPy/CUDA "
+                           "(Chainer 7.8.1 needs CuPy 7, which current CUDA and Python 3.11 lack)")
+    return "cuda" if requested != Device.CPU and gpu else "cpu"
+
+
+def blas_threads(intra_size: int) -> int:
+    """NumPy's BLAS threads for this rank: the launcher's OMP_NUM_THREADS (cores / ranks per node,
+    as every framework gets), else this node's cores shared among its ranks."""
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    return max(1, len(os.sched_getaffinity(0)) // intra_size)
+
+
+def versions() -> dict[str, str]:
+    found = {"chainer": chainer.__version__, "mpi4py": mpi4py.__version__, "numpy": np.__version__,
+             "mpi": MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip(), "python": platform.python_version()}
+    if chainer.backends.cuda.available:
+        found["cupy"] = chainer.backends.cuda.cupy.__version__
+    return found
+
+
+def gpu_facts(device_kind: str) -> dict[str, str | int | None]:
+    if device_kind != "cuda":
+        return {"gpu_model": None, "gpu_count": 0}
+    runtime = chainer.backends.cuda.cupy.cuda.runtime
+    name = runtime.getDeviceProperties(runtime.getDevice())["name"]
+    return {"gpu_model": name.decode() if isinstance(name, bytes) else name, "gpu_count": runtime.getDeviceCount()}
+
+
+def main(spec: RunSpec, events: EventWriter) -> None:
+    device_kind = resolve_device(spec.device)
+    comm = chainermn.create_communicator("pure_nccl" if device_kind == "cuda" else "naive")
+    rank, world = comm.rank, comm.size
+    threads = blas_threads(comm.intra_size)
+    threadpool_limits(limits=threads, user_api="blas")  # OpenBLAS may ignore OMP_NUM_THREADS set late
+    if device_kind == "cuda":
+        device = chainer.get_device(f"@cupy:{comm.intra_rank}")
+        device.use()
+        sync = chainer.backends.cuda.cupy.cuda.Device().synchronize
+    else:
+        device = chainer.get_device("@numpy")
+        sync = lambda: None  # noqa: E731 - NumPy returns when the work is done
+    events.hello(world, device_kind, versions(), backend=f"chainermn-{type(comm).__name__}",
+                 blas_threads=max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"),
+                                  default=None), **gpu_facts(device_kind))
+
+    np.random.seed(spec.seed)  # Chainer's initializers draw from NumPy's global generator
+    model = build_model(spec.workload_options)
+    model.to_device(device)
+    comm.bcast_data(model)  # rank 0's initial weights on every rank
+    optimizer = optimizer_from_recipe(recipe(spec.workload, spec.global_batch, spec.workload_options), model,
+                                      wrap=lambda opt: chainermn.create_multi_node_optimizer(opt, comm))
+    # ChainerMN's optimizer broadcasts the weights instead of updating on its first update() (and on any
+    # update() after the set of parameters changed), which would make the first step a step without
+    # training. The weights were broadcast just above: record the parameter set as seen, so that every
+    # step averages gradients and updates, as in every other framework.
+    optimizer.is_changed(model)
+    batch = to_chainer(fixed_batch(spec.workload, spec.workload_options, spec.batch_per_worker,
+                                   seed=spec.seed * 1000 + rank), send=device.send)
+
+    def step() -> chainer.Variable:
+        model.cleargrads()
+        loss = loss_of(model, batch["images"], batch["labels"])
+        loss.backward()
+        optimizer.update()  # mean gradient over ranks (comm.multi_node_mean_grad), WeightDecay, MomentumSGD
+        return loss.array
+
+    run_measured_loop(step, sync=sync, barrier=comm.mpi_comm.Barrier, warmup_steps=spec.warmup_steps,
+                      measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker, events=events,
+                      loss_value=lambda a: float(a))
+    # every parameter's gradient is allreduced every step: the dense fp32 bytes
+    dense = sum(param.size * param.dtype.itemsize for param in model.params())
+    events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)
+    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model))
+    comm.mpi_comm.Barrier()

@@ -1,0 +1,73 @@
+"""Real Chainer + ChainerMN runs: mpirun starts real MPI processes (the system Open MPI); nothing is mocked."""
+
+import importlib.util
+import json
+import shutil
+
+import pytest
+
+MISSING = [m for m in ("chainer", "mpi4py") if importlib.util.find_spec(m) is None]
+pytestmark = [
+    pytest.mark.skipif(bool(MISSING), reason=f"the chainer extra is not installed (missing {', '.join(MISSING)})"),
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found (apt-get install openmpi-bin)"),
+]
+
+from harness import results, scenario  # noqa: E402
+from harness.runner import run_sweep  # noqa: E402
+
+# warmup_steps = 0: the first measured loss is the first step's, so a step that did not train shows
+SMALL = """
+name = "chainer-small"
+[settings]
+warmup_steps = 0
+measured_steps = 3
+repeats = 1
+timeout_s = 240
+device = "cpu"
+[matrix]
+framework = "chainer"
+workload = ["resnet50", "bert"]
+size = "small"
+procs_per_node = [1, 2]
+batch_per_worker = 2
+"""
+
+
+def _events(results_dir, row):
+    run_dir = results_dir / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
+    return [[json.loads(line) for line in (run_dir / f"events-rank{r}.jsonl").read_text().splitlines()]
+            for r in range(row["world_size"])]
+
+
+def test_resnet50_small_on_one_and_two_ranks_and_bert_skipped(write_scenario, tmp_path):
+    rows = run_sweep(scenario.load(write_scenario(SMALL)), tmp_path / "results")
+    by_workload = {}
+    for row in rows:
+        by_workload.setdefault(row["workload"], []).append(row)
+    resnet, bert = by_workload["resnet50"], by_workload["bert"]
+    assert [r["status"] for r in resnet] == ["ok", "ok"], [r.get("reason") for r in resnet]
+    for row in resnet:
+        world = row["world_size"]
+        assert row["launcher"] == "mpirun"
+        assert row["samples_measured"] == world * 2 * 3
+        assert row["weights_consistent"] is True  # the gradient mean kept every rank's weights equal
+        assert row["parameters"] == 25_557_032
+        assert row["device"] == "cpu" and row["framework_version"] == "7.8.1"
+        ranks = _events(tmp_path / "results", row)
+        hellos = [next(e for e in events if e["event"] == "hello") for events in ranks]
+        assert {h["world_size"] for h in hellos} == {world}
+        assert {h["backend"] for h in hellos} == {"chainermn-NaiveCommunicator"}
+        assert hellos[0]["versions"]["mpi"].startswith("Open MPI")
+        assert {h["blas_threads"] for h in hellos} == {max(1, row["cpu_cores"] // world)}
+        ends = [next(e for e in events if e["event"] == "end") for events in ranks]
+        assert len({e["weights_checksum"] for e in ends}) == 1
+        comm = next(e for e in ranks[0] if e["event"] == "comm")
+        assert comm["bytes_per_step"] == comm["dense_bytes_per_step"] == 4 * 25_557_032
+        # every step trained: ChainerMN's first update() would only broadcast, leaving the weights
+        # (and so the second loss on the same batch) as they were
+        losses = next(e for e in ranks[0] if e["event"] == "losses")["values"]
+        assert losses[1] != losses[0] and losses[2] != losses[1]
+    assert [r["status"] for r in bert] == ["skipped", "skipped"]
+    assert all(r["reason"] == "chainer has no bert model" for r in bert)
+    table = results.load(tmp_path / "results")
+    assert sorted(table["status"]) == ["ok", "ok", "skipped", "skipped"]
