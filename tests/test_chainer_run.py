@@ -71,3 +71,39 @@ def test_resnet50_small_on_one_and_two_ranks_and_bert_skipped(write_scenario, tm
     assert all(r["reason"] == "chainer has no bert model" for r in bert)
     table = results.load(tmp_path / "results")
     assert sorted(table["status"]) == ["ok", "ok", "skipped", "skipped"]
+
+
+# The real engines of tests/test_engines.py (a one-node SLURM cluster, hosts made of network namespaces):
+# root only, skipped with the reason elsewhere.
+from tests.test_engines import _run, slurm_conf, two_hosts  # noqa: E402,F401 - fixtures used by name
+
+TINY_TWO_RANKS = SMALL.replace('size = "small"', 'size = "tiny"').replace(
+    'workload = ["resnet50", "bert"]', 'workload = "resnet50"').replace("procs_per_node = [1, 2]", "")
+
+
+def test_slurm_runs_the_ranks_as_one_mpi_job_with_pmix(slurm_conf, tmp_path):  # noqa: F811
+    path = tmp_path / "slurm.toml"
+    path.write_text(TINY_TWO_RANKS + 'procs_per_node = 2\nlauncher = "slurm"\n')
+    netns = ["ip", "netns", "exec", "rosetta-slurm"]
+    (row,) = _run(netns, path, tmp_path / "pmix", {"SLURM_CONF": slurm_conf, "SLURM_MPI_TYPE": "pmix"})
+    assert row["status"] == "ok", row["reason"]
+    assert row["launcher"] == "slurm" and row["world_size"] == 2 and row["weights_consistent"] is True
+    # without PMI every rank would start MPI alone: the worker says what to set, before MPI aborts
+    (row,) = _run(netns, path, tmp_path / "none", {"SLURM_CONF": slurm_conf, "SLURM_MPI_TYPE": "none"})
+    assert row["status"] == "failed" and "set SLURM_MPI_TYPE=pmix" in row["reason"]
+
+
+def test_mpirun_across_two_namespace_hosts(two_hosts, tmp_path):  # noqa: F811
+    hosts = list(two_hosts)
+    path = tmp_path / "hosts.toml"
+    path.write_text(TINY_TWO_RANKS + f"""nodes = 2
+procs_per_node = 1
+launcher = "mpirun"
+[launcher_options.mpirun]
+hosts = {json.dumps(hosts)}
+addresses = {json.dumps([two_hosts[h] for h in hosts])}
+remote = "netns"
+""")
+    (row,) = _run([], path, tmp_path / "out")
+    assert row["status"] == "ok", row["reason"]
+    assert json.loads(row["hosts"]) == hosts and row["weights_consistent"] is True
