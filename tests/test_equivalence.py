@@ -8,19 +8,15 @@ same fixed batch. A framework that is not installed here is skipped with the mod
 
 import copy
 import functools
-import json
-import subprocess
-import sys
 
 import pytest
 
 import frameworks
 from harness.axes import Size, Workload
-from harness.equivalence import (REFERENCE_FRAMEWORK, check, fixed_batch, flops_per_sample, probe_recipe,
-                                 recipe)
-from harness.workloads import BERT_BASE_PRETRAINING_PARAMS, RESNET50_PARAMS, WORKLOADS
+from harness.equivalence import REFERENCE_FRAMEWORK, check, fixed_batch, flops_per_sample, probe_recipe, recipe
+from harness.probe import PUBLISHED_PARAMETERS, probe_in_subprocess
+from harness.workloads import RESNET50_PARAMS, WORKLOADS
 
-PUBLISHED_PARAMETERS = {Workload.RESNET50: RESNET50_PARAMS, Workload.BERT: BERT_BASE_PRETRAINING_PARAMS}
 TRAINING_STEPS = 4
 
 
@@ -31,10 +27,7 @@ def probe(framework: str, workload: Workload, size: Size, steps: int) -> dict:
     missing = info.missing_modules(workload)
     if missing:
         pytest.skip(f"{framework} is not installed here (missing {', '.join(missing)})")
-    done = subprocess.run([sys.executable, "-m", "harness.probe", framework, workload.value, size.value,
-                           str(steps)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"{framework} probe failed:\n{done.stderr[-3000:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return probe_in_subprocess(framework, workload, size, steps)
 
 
 def cases():
@@ -112,3 +105,12 @@ def test_flops_of_a_layer_list():
     assert flops_per_sample(layers) == 2 * 2 * 8 * 9 * 25 + 2 * 10 * 3 * 7 + 4 * 36 * 16
     with pytest.raises(ValueError, match="unknown layer op 'pool'"):
         flops_per_sample([{"op": "pool"}])
+
+
+def test_rosetta_equivalence_command(capsys):
+    from harness.cli import main
+
+    assert main(["equivalence", "--framework", REFERENCE_FRAMEWORK]) == 0
+    out = capsys.readouterr().out
+    assert "25,557,032" in out and "110,106,428" in out and "8.178" in out and "DRIFT" not in out
+    assert main(["equivalence", "--framework", "no_such"]) == 2
