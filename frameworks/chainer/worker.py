@@ -60,8 +60,9 @@ def blas_threads(intra_size: int) -> int:
 
 
 def versions() -> dict[str, str]:
-    found = {"chainer": chainer.__version__, "mpi4py": mpi4py.__version__, "numpy": np.__version__,
-             "mpi": MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip(), "python": platform.python_version()}
+    mpi_library = MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()  # C string, NUL-ended
+    found = {"chainer": chainer.__version__, "mpi4py": mpi4py.__version__, "mpi": mpi_library,
+             "numpy": np.__version__, "python": platform.python_version()}
     if chainer.backends.cuda.available:
         found["cupy"] = chainer.backends.cuda.cupy.__version__
     return found
@@ -82,9 +83,11 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     if world != spec.world_size:
         # e.g. srun without PMI: every process starts MPI alone and would train alone
         raise RuntimeError(f"MPI sees {world} process(es) but the run has {spec.world_size} ranks: the launcher "
-                           f"did not start them as one MPI job (with slurm, srun needs PMI: --mpi=pmix)")
+                           f"did not start them as one MPI job (with slurm, srun needs PMI: SLURM_MPI_TYPE=pmix)")
     threads = blas_threads(comm.intra_size)
-    threadpool_limits(limits=threads, user_api="blas")  # OpenBLAS may ignore OMP_NUM_THREADS set late
+    # set explicitly (an OPENBLAS_NUM_THREADS in the environment would win over OMP_NUM_THREADS);
+    # what is in effect is read back into the hello record
+    threadpool_limits(limits=threads, user_api="blas")
     if device_kind == "cuda":
         device = chainer.get_device(f"@cupy:{comm.intra_rank}")
         device.use()
@@ -110,7 +113,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     batch = to_chainer(fixed_batch(spec.workload, spec.workload_options, spec.batch_per_worker,
                                    seed=spec.seed * 1000 + rank), send=device.send)
 
-    def step() -> chainer.Variable:
+    def step() -> np.ndarray:  # the loss, left on the device until the window ends
         model.cleargrads()
         loss = loss_of(model, batch["images"], batch["labels"])
         loss.backward()
