@@ -22,8 +22,8 @@ from types import ModuleType
 def _use_stdlib_distutils() -> None:
     os.environ["SETUPTOOLS_USE_DISTUTILS"] = "stdlib"
     hack = sys.modules.get("_distutils_hack")
-    if hack is not None:
-        hack.DISTUTILS_FINDER in sys.meta_path and sys.meta_path.remove(hack.DISTUTILS_FINDER)
+    if hack is not None and hack.DISTUTILS_FINDER in sys.meta_path:
+        sys.meta_path.remove(hack.DISTUTILS_FINDER)
     # a distutils that setuptools already served would stay in use: forget it
     for name in [m for m in sys.modules if m == "distutils" or m.startswith("distutils.")]:
         if "setuptools" in (getattr(sys.modules[name], "__file__", None) or ""):
