@@ -8,13 +8,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: quickstart test timing-test bench clean
 
-# SETUPTOOLS_USE_DISTUTILS and the build constraint: chainer's sdist builds only with setuptools < 81
-# and the standard library's distutils.
+# The build constraint: chainer's sdist builds only with setuptools < 81 (its setup.py imports pkg_resources).
 $(STAMP): pyproject.toml tools/build-constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	SETUPTOOLS_USE_DISTUTILS=stdlib $(BIN)/python -m pip install --quiet \
-		--build-constraint tools/build-constraints.txt -e '.[torch,chainer,dev,report]'
+	$(BIN)/python -m pip install --quiet --build-constraint tools/build-constraints.txt \
+		-e '.[torch,chainer,dev,report]'
 	touch $(STAMP)
 
 quickstart: $(STAMP)
