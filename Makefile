@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: quickstart test timing-test bench clean
 
-$(STAMP): pyproject.toml
+# Horovod: built once from its sdist with our patch, cached in ~/.cache/rosetta/horovod/ (tools/install_horovod.py).
+$(STAMP): pyproject.toml tools/install_horovod.py tools/horovod-0.28.1.patch
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[torch,dev,report]'
+	$(BIN)/python -m pip install --quiet -e '.[torch,tf,dev,report]'
+	$(BIN)/python tools/install_horovod.py
 	touch $(STAMP)
 
 quickstart: $(STAMP)
