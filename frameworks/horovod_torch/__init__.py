@@ -1,0 +1,21 @@
+"""Horovod + PyTorch: ``hvd.DistributedOptimizer`` (Gloo collectives on CPU), started by horovodrun with
+its Gloo or MPI controller, or by mpirun. The models, data and optimizer are PyTorch DDP's
+(frameworks/torch_ddp), so the two differ only in how gradients are exchanged."""
+
+from harness.axes import Device, Storage, Strategy, Workload
+from harness.framework_api import FrameworkInfo
+
+INFO = FrameworkInfo(
+    name="horovod_torch",
+    title="Horovod PyTorch",
+    # srun is not offered: without horovodrun's rendezvous, ranks under srun would need SLURM's PMI to
+    # reach Open MPI, which this project does not set up.
+    launchers=("horovodrun", "mpirun"),
+    worker_module="frameworks.horovod_torch.worker",
+    requires=("horovod", "torch"),  # the first is the row's framework_version
+    workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
+    strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
+    storage=(Storage.SYNTHETIC,),
+    devices=(Device.CPU,),  # the wheel is built without NCCL (tools/install_horovod.py)
+)

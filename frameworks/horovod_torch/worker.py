@@ -1,0 +1,112 @@
+"""Horovod PyTorch worker: one process per rank, started by horovodrun (Gloo or MPI controller) or mpirun.
+
+The model, synthetic batch, optimizer and loss are PyTorch DDP's (frameworks.torch_ddp.worker), so the
+only difference from that worker is the gradient exchange: Horovod's DistributedOptimizer allreduces
+each gradient as backward produces it (fp32, or fp16 with ``strategy = "fp16"``) and averages.
+"""
+
+from __future__ import annotations
+
+import horovod
+import horovod.torch as hvd
+import torch
+
+from frameworks.torch_ddp import digits
+from frameworks.torch_ddp.models import parameter_count
+from frameworks.torch_ddp.worker import (build_model, loss_of, make_optimizer, synthetic_batch, versions,
+                                         weights_checksum)
+from harness.axes import Device, Strategy, Workload
+from harness.events import EventWriter
+from harness.measure import run_measured_loop
+from harness.spec import RunSpec
+
+
+class CountingCompression:
+    """A Horovod compressor that adds the bytes of every tensor it hands to allreduce to ``bytes_sent``."""
+
+    def __init__(self, inner: type[hvd.Compression.none]):
+        self.inner, self.bytes_sent = inner, 0
+
+    def compress(self, tensor: torch.Tensor) -> tuple[torch.Tensor, object]:
+        compressed, context = self.inner.compress(tensor)
+        self.bytes_sent += compressed.numel() * compressed.element_size()
+        return compressed, context
+
+    def decompress(self, tensor: torch.Tensor, context: object) -> torch.Tensor:
+        return self.inner.decompress(tensor, context)
+
+
+COMPRESSION = {Strategy.ALLREDUCE: hvd.Compression.none, Strategy.FP16: hvd.Compression.fp16}
+
+
+def controller() -> str:
+    """Which Horovod controller this process runs under (the launcher chose it)."""
+    return "mpi" if hvd.mpi_enabled() else "gloo"
+
+
+def broadcast_from_root(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Start every rank from rank 0's weights (and optimizer state, where there is any).
+
+    Horovod's broadcast_optimizer_state, given an optimizer with no state yet, first takes an
+    optimizer step on zero gradients to create it: with weight decay that step moves the weights and
+    seeds SGD's momentum (AdamW's step count), which would make this worker's training differ from
+    the recipe every framework follows. A fresh optimizer has nothing to broadcast, so it is called
+    only once there is state (a resumed optimizer).
+    """
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    if optimizer.state_dict()["state"]:
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+
+def main(spec: RunSpec, events: EventWriter) -> None:
+    if spec.device == Device.CUDA:
+        raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
+    hvd.init()
+    rank, world = hvd.rank(), hvd.size()
+    found = {**versions(), "horovod": horovod.__version__}
+    events.hello(world, "cpu", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
+                 gpu_model=None, gpu_count=0)
+
+    torch.manual_seed(spec.seed)
+    model = build_model(spec)
+    optimizer = make_optimizer(spec, model)
+    broadcast_from_root(model, optimizer)
+    compression = CountingCompression(COMPRESSION[spec.strategy])
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                         compression=compression, op=hvd.Average)
+    dense = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+    if spec.workload == Workload.DIGITS:
+        data = digits.load(torch.device("cpu"))
+        stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
+        next_batch = lambda: next(stream)  # noqa: E731
+    else:
+        batch = synthetic_batch(spec, rank, torch.device("cpu"))
+        next_batch = lambda: batch  # noqa: E731
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_of(spec, model, next_batch())
+        loss.backward()
+        optimizer.step()  # waits for the allreduces, then updates
+        return loss.detach()
+
+    bytes_after = [0]  # cumulative bytes handed to allreduce after each step (index = steps done)
+
+    def between_steps(done: int) -> None:
+        bytes_after.append(compression.bytes_sent)
+        if spec.workload == Workload.DIGITS and done % int(spec.workload_options["eval_every"]) == 0:
+            accuracy, loss = digits.evaluate(model, data)
+            events.emit("eval", step=done, accuracy=accuracy, loss=loss)
+
+    run_measured_loop(step, sync=lambda: None, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
+                      measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
+                      events=events, loss_value=lambda t: float(t.item()), between_steps=between_steps)
+    measured_bytes = bytes_after[-1] - bytes_after[spec.warmup_steps]
+    events.emit("comm", bytes_per_step=measured_bytes / spec.measured_steps, dense_bytes_per_step=dense)
+    facts = {}
+    if spec.workload == Workload.DIGITS:
+        facts["final_accuracy"] = digits.evaluate(model, data)[0]
+    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model), **facts)
+    hvd.barrier()
+    hvd.shutdown()
