@@ -85,7 +85,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         next_batch = lambda: batch  # noqa: E731
 
     def step() -> torch.Tensor:
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()  # Horovod's override takes no set_to_none; torch 2 sets to None by default
         loss = loss_of(spec, model, next_batch())
         loss.backward()
         optimizer.step()  # waits for the allreduces, then updates
