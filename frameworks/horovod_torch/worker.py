@@ -1,8 +1,9 @@
 """Horovod PyTorch worker: one process per rank, started by horovodrun (Gloo or MPI controller) or mpirun.
 
-The model, synthetic batch, optimizer and loss are PyTorch DDP's (frameworks.torch_ddp.worker), so the
-only difference from that worker is the gradient exchange: Horovod's DistributedOptimizer allreduces
-each gradient as backward produces it (fp32, or fp16 with ``strategy = "fp16"``) and averages.
+The model, synthetic batch, optimizer and loss are the PyTorch ones of the equivalence contract
+(frameworks.torch_ddp.training), so the only difference from PyTorch DDP is the gradient exchange:
+Horovod's DistributedOptimizer allreduces each gradient as backward produces it (fp32, or fp16 with
+``strategy = "fp16"``) and averages.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import torch
 
 from frameworks.torch_ddp import digits
 from frameworks.torch_ddp.models import parameter_count
-from frameworks.torch_ddp.worker import (build_model, loss_of, make_optimizer, synthetic_batch, versions,
-                                         weights_checksum)
+from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, synthetic_batch, weights_checksum
+from frameworks.torch_ddp.worker import versions
 from harness.axes import Device, Strategy, Workload
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
@@ -44,6 +45,15 @@ def controller() -> str:
     return "mpi" if hvd.mpi_enabled() else "gloo"
 
 
+def distributed_optimizer(optimizer: torch.optim.Optimizer, model: torch.nn.Module,
+                          strategy: Strategy) -> tuple[torch.optim.Optimizer, CountingCompression]:
+    """Horovod's DistributedOptimizer around ``optimizer`` (gradients averaged), and its byte counter."""
+    compression = CountingCompression(COMPRESSION[strategy])
+    wrapped = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                       compression=compression, op=hvd.Average)
+    return wrapped, compression
+
+
 def broadcast_from_root(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Start every rank from rank 0's weights (and optimizer state, where there is any).
 
@@ -68,12 +78,10 @@ def main(spec: RunSpec, events: EventWriter) -> None:
                  gpu_model=None, gpu_count=0)
 
     torch.manual_seed(spec.seed)
-    model = build_model(spec)
+    model = build_model(spec.workload, dict(spec.workload_options))
     optimizer = make_optimizer(spec, model)
     broadcast_from_root(model, optimizer)
-    compression = CountingCompression(COMPRESSION[spec.strategy])
-    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                         compression=compression, op=hvd.Average)
+    optimizer, compression = distributed_optimizer(optimizer, model, spec.strategy)
     dense = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
     if spec.workload == Workload.DIGITS:
@@ -86,7 +94,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
 
     def step() -> torch.Tensor:
         optimizer.zero_grad()  # Horovod's override takes no set_to_none; torch 2 sets to None by default
-        loss = loss_of(spec, model, next_batch())
+        loss = loss_of(spec.workload, model, next_batch())
         loss.backward()
         optimizer.step()  # waits for the allreduces, then updates
         return loss.detach()
