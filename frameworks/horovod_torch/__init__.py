@@ -8,9 +8,11 @@ from harness.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="horovod_torch",
     title="Horovod PyTorch",
-    # srun is not offered: without horovodrun's rendezvous, ranks under srun would need SLURM's PMI to
-    # reach Open MPI, which this project does not set up.
-    launchers=("horovodrun", "mpirun"),
+    # kubernetes: an MPIJob (mpirun from a launcher pod; the image needs Horovod: tools/install_horovod.py).
+    # slurm is not offered: ranks under srun would need SLURM's PMI wired to Open MPI (or horovodrun's
+    # Gloo rendezvous), which this project does not set up; each rank would start a world of its own.
+    launchers=("horovodrun", "mpirun", "kubernetes"),
+    kubernetes_job="MPIJob",
     worker_module="frameworks.horovod_torch.worker",
     requires=("horovod", "torch"),  # the first is the row's framework_version
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},

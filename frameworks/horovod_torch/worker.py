@@ -73,6 +73,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
+    if world != spec.world_size:  # e.g. ranks started without a launcher Horovod knows: each alone
+        raise RuntimeError(f"Horovod sees {world} processes, the run has {spec.world_size}")
     found = {**versions(), "horovod": horovod.__version__}
     events.hello(world, "cpu", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
                  gpu_model=None, gpu_count=0)
