@@ -83,3 +83,24 @@ def test_fp16_compression_halves_the_bytes_and_keeps_ranks_identical(write_scena
     assert fp16["bytes_per_step"] * 2 == fp32["bytes_per_step"] > 0
     assert fp16["compression_ratio"] == 2.0
     assert fp16["weights_consistent"] is True
+
+
+def test_real_images_from_local_storage(write_scenario, tmp_path):
+    from harness import datagen
+
+    root = tmp_path / "imagenet"
+    datagen.make(datagen.parse_spec({"count": 8, "classes": 2, "min_kb": 5, "max_kb": 10, "layout": "files"},
+                                    "test"), root)
+    text = SCENARIO.format(launcher="horovodrun").replace("procs_per_node = [1, 2]", "procs_per_node = 2")
+    text = text.replace("[matrix]", '[matrix]\nstorage = "local"') + f"""
+[storage_options.local]
+url = "{root}"
+verify_fraction = 1.0
+loader_workers = 1
+"""
+    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row["reason"]
+    assert row["weights_consistent"] is True and row["storage"] == "local"
+    assert row["objects_verified"] > 0 and row["loader_throughput"] > 0  # every image read was checked
+    data = [e for e in _events(tmp_path / "results", row) if e["event"] == "data"]
+    assert len(data) == 2 and all(d["bytes_read"] > 0 for d in data)  # each rank read its own shard

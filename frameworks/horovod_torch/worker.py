@@ -8,6 +8,8 @@ Horovod's DistributedOptimizer allreduces each gradient as backward produces it 
 
 from __future__ import annotations
 
+import time
+
 import horovod
 import horovod.torch as hvd
 import torch
@@ -15,8 +17,8 @@ import torch
 from frameworks.torch_ddp import digits
 from frameworks.torch_ddp.models import parameter_count
 from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, synthetic_batch, weights_checksum
-from frameworks.torch_ddp.worker import versions
-from harness.axes import Device, Strategy, Workload
+from frameworks.torch_ddp.worker import emit_data_record, versions
+from harness.axes import Device, Storage, Strategy, Workload
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
 from harness.spec import RunSpec
@@ -86,10 +88,27 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     optimizer, compression = distributed_optimizer(optimizer, model, spec.strategy)
     dense = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
+    pipeline, data_wait = None, []  # real data: the input pipeline, seconds each step waited for its batch
     if spec.workload == Workload.DIGITS:
         data = digits.load(torch.device("cpu"))
         stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
         next_batch = lambda: next(stream)  # noqa: E731
+    elif spec.storage != Storage.SYNTHETIC:
+        if spec.workload != Workload.RESNET50:
+            events.emit("skip", reason=f"storage {spec.storage.value}: real data is implemented for resnet50 "
+                                       f"images only (BERT token partitions are not yet)")
+            return
+        from frameworks.torch_ddp.input_pipeline import Pipeline  # PyTorch DDP's loader, this rank's shard
+
+        pipeline = Pipeline(spec, rank, world)
+        if spec.storage == Storage.CACHED_WARM:
+            pipeline.fill_cache()
+
+        def next_batch() -> dict[str, torch.Tensor]:
+            t0 = time.perf_counter()
+            images, labels = pipeline.next()
+            data_wait.append(time.perf_counter() - t0)
+            return {"images": images, "labels": labels}
     else:
         batch = synthetic_batch(spec, rank, torch.device("cpu"))
         next_batch = lambda: batch  # noqa: E731
@@ -102,16 +121,22 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         return loss.detach()
 
     bytes_after = [0]  # cumulative bytes handed to allreduce after each step (index = steps done)
+    pipeline_at_window = {}  # the input pipeline's counters when the measured window starts
 
     def between_steps(done: int) -> None:
         bytes_after.append(compression.bytes_sent)
+        if pipeline is not None and done == spec.warmup_steps:
+            pipeline_at_window.update(bytes=pipeline.bytes_read, objects=pipeline.objects_read,
+                                      cached=pipeline.cached_objects(), waits=len(data_wait))
         if spec.workload == Workload.DIGITS and done % int(spec.workload_options["eval_every"]) == 0:
             accuracy, loss = digits.evaluate(model, data)
             events.emit("eval", step=done, accuracy=accuracy, loss=loss)
 
-    run_measured_loop(step, sync=lambda: None, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
-                      measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
-                      events=events, loss_value=lambda t: float(t.item()), between_steps=between_steps)
+    window = run_measured_loop(step, sync=lambda: None, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
+                               measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
+                               events=events, loss_value=lambda t: float(t.item()), between_steps=between_steps)
+    if pipeline is not None:
+        emit_data_record(events, pipeline, pipeline_at_window, data_wait, window, spec)
     measured_bytes = bytes_after[-1] - bytes_after[spec.warmup_steps]
     events.emit("comm", bytes_per_step=measured_bytes / spec.measured_steps, dense_bytes_per_step=dense)
     facts = {}
