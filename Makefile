@@ -9,11 +9,13 @@ STAMP := $(VENV)/.installed
 .PHONY: quickstart test timing-test bench clean
 
 # The build constraint: chainer's sdist builds only with setuptools < 81 (its setup.py imports pkg_resources).
-$(STAMP): pyproject.toml tools/build-constraints.txt
+# Horovod: built once from its sdist with our patch, cached in ~/.cache/rosetta/horovod/ (tools/install_horovod.py).
+$(STAMP): pyproject.toml tools/build-constraints.txt tools/install_horovod.py tools/horovod-0.28.1.patch
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --build-constraint tools/build-constraints.txt \
-		-e '.[torch,chainer,dev,report]'
+		-e '.[torch,tf,chainer,dev,report]'
+	$(BIN)/python tools/install_horovod.py
 	touch $(STAMP)
 
 quickstart: $(STAMP)

@@ -13,6 +13,7 @@ from harness.framework_api import FrameworkInfo
 REGISTRY: dict[str, str] = {
     "torch_ddp": "frameworks.torch_ddp",
     "chainer": "frameworks.chainer",
+    "horovod_torch": "frameworks.horovod_torch",
 }
 
 

@@ -98,10 +98,10 @@ def test_horovodrun_gloo_or_mpi_controller():
                                                    "network_interface": "ib0"}),
                             "mod", Path("/r/spec.json"), "/py", cpu_count=8)
     assert get("horovodrun")(request).argv == (
-        "horovodrun", "-np", "8", "-H", "n1:4,n2:4", "--mpi", "--network-interface", "ib0",
-        "/py", "-m", "harness.worker", "mod", "/r/spec.json")
+        "/py", "-m", "horovod.runner.launch", "-np", "8", "-H", "n1:4,n2:4", "--mpi", "--start-timeout", "120",
+        "--network-interface", "ib0", "/py", "-m", "harness.worker", "mod", "/r/spec.json")
     local = get("horovodrun")(LaunchRequest(spec(launcher="horovodrun"), "mod", Path("/r/spec.json"), "/py", 8))
-    assert local.argv[:6] == ("horovodrun", "-np", "2", "-H", "localhost:2", "--gloo")
+    assert local.argv[:8] == ("/py", "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo")
 
 
 def test_horovod_variables_become_torch_ones():

@@ -1,12 +1,14 @@
 """horovodrun: Horovod's own launcher, with its Gloo or MPI controller, on one node or across hosts.
 
 Ranks read Horovod's rank variables (HOROVOD_RANK, ...) through the framework's Horovod API; the
-harness's worker bootstrap finds the rank from them or from Open MPI's. Hosts are reached by
-horovodrun itself (ssh), so network-namespace hosts are not supported here: use mpirun for those.
+harness's worker bootstrap finds the rank from them (Gloo) or from Open MPI's (MPI: horovodrun runs
+mpirun, adding --allow-run-as-root itself). Hosts are reached by horovodrun itself (ssh), so
+network-namespace hosts are not supported here: use mpirun for those.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from dataclasses import dataclass, field
 from enum import Enum
@@ -25,6 +27,8 @@ class Options:
     hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # ssh-reachable names
     controller: Controller = Controller.GLOO
     network_interface: str = ""  # e.g. "eth0"; empty: Horovod chooses
+    # seconds for every rank to start and check in (horovodrun's default 30 s is short on a loaded machine)
+    start_timeout_s: int = field(default=120, metadata={"min": 1})
     extra_args: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
 
 
@@ -34,9 +38,14 @@ def host_list(spec: RunSpec, opts: Options) -> str:
 
 
 def command(request: LaunchRequest) -> LaunchCommand:
-    """``horovodrun -np W -H h:P,... --gloo|--mpi python -m harness.worker MODULE SPEC``."""
+    """``horovodrun -np W -H h:P,... --gloo|--mpi python -m harness.worker MODULE SPEC``.
+
+    horovodrun is run as ``python -m horovod.runner.launch`` (what the console script calls) with the
+    harness's interpreter, so it is the Horovod of the environment the workers run in.
+    """
     spec, opts = request.spec, options(request)
-    argv = ["horovodrun", "-np", str(spec.world_size), "-H", host_list(spec, opts), f"--{opts.controller.value}"]
+    argv = [request.python, "-m", "horovod.runner.launch", "-np", str(spec.world_size), "-H", host_list(spec, opts),
+            f"--{opts.controller.value}", "--start-timeout", str(opts.start_timeout_s)]
     if opts.network_interface:
         argv += ["--network-interface", opts.network_interface]
     argv += [*opts.extra_args, request.python, *worker_argv(request)]
@@ -49,6 +58,8 @@ def unsupported_reason(spec: RunSpec) -> str | None:
         return f"{spec.nodes} nodes: set [launcher_options.horovodrun] hosts (one per node)"
     if spec.network != "unlimited":
         return "network caps are applied only between network-namespace hosts (use mpirun or torchrun)"
-    if shutil.which("horovodrun") is None:
-        return "horovodrun not found (install Horovod: the horovod frameworks' install step)"
+    if importlib.util.find_spec("horovod") is None:
+        return "horovod not installed (tools/install_horovod.py, run by make's environment step)"
+    if opts.controller == Controller.MPI and shutil.which("mpirun") is None:
+        return "controller mpi: mpirun not found (install Open MPI, e.g. apt-get install openmpi-bin)"
     return None

@@ -1,0 +1,23 @@
+"""Horovod + PyTorch: ``hvd.DistributedOptimizer`` (Gloo collectives on CPU), started by horovodrun with
+its Gloo or MPI controller, or by mpirun. The models, data and optimizer are PyTorch DDP's
+(frameworks/torch_ddp), so the two differ only in how gradients are exchanged."""
+
+from harness.axes import Device, Storage, Strategy, Workload
+from harness.framework_api import FrameworkInfo
+
+INFO = FrameworkInfo(
+    name="horovod_torch",
+    title="Horovod PyTorch",
+    # kubernetes: an MPIJob (mpirun from a launcher pod; the image needs Horovod: tools/install_horovod.py).
+    # slurm is not offered: ranks under srun would need SLURM's PMI wired to Open MPI (or horovodrun's
+    # Gloo rendezvous), which this project does not set up; each rank would start a world of its own.
+    launchers=("horovodrun", "mpirun", "kubernetes"),
+    kubernetes_job="MPIJob",
+    worker_module="frameworks.horovod_torch.worker",
+    requires=("horovod", "torch"),  # the first is the row's framework_version
+    workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
+    strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
+    storage=tuple(Storage),  # real data: resnet50 images through PyTorch DDP's DataLoader (input_pipeline.py)
+    devices=(Device.CPU,),  # the wheel is built without NCCL (tools/install_horovod.py)
+)

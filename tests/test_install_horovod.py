@@ -1,0 +1,66 @@
+"""tools/install_horovod.py's pure parts: the wheel cache key and the reading of horovodrun --check-build
+(no download, no build)."""
+
+import importlib.util
+from pathlib import Path
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "install_horovod.py"
+_spec = importlib.util.spec_from_file_location("install_horovod", TOOL)
+install_horovod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(install_horovod)
+
+BASE = dict(patch_text=install_horovod.PATCH.read_text(), python="cpython-3.11.7-linux-x86_64",
+            torch="2.13.0+cpu", tensorflow="2.21.0", mpi="mpicc: Open MPI 4.1.4 (Language: C)",
+            compiler="c++ (Debian 12.2.0-14+deb12u1) 12.2.0")
+
+
+def key(**changes):
+    return install_horovod.cache_key(install_horovod.build_inputs(**{**BASE, **changes}))
+
+
+def test_the_key_is_stable_and_short():
+    assert key() == key()
+    assert len(key()) == 16 and int(key(), 16) >= 0
+
+
+def test_the_key_changes_with_every_build_input():
+    assert key(patch_text=BASE["patch_text"] + "\n# one more line\n") != key()
+    assert key(torch="2.13.1+cpu") != key()
+    for field, other in [("tensorflow", "2.20.0"), ("python", "cpython-3.12.1-linux-x86_64"),
+                         ("mpi", "mpicc: Open MPI 5.0.3 (Language: C)"), ("compiler", "c++ 13.2.0"),
+                         ("horovod", "0.28.0"), ("build_env", {"HOROVOD_WITH_MPI": "0"})]:
+        assert key(**{field: other}) != key(), field
+
+
+def test_the_patch_is_what_the_issue_describes():
+    text = install_horovod.PATCH.read_text()
+    assert "-set(CMAKE_CXX_STANDARD 14)\n+set(CMAKE_CXX_STANDARD 17)" in text  # top-level CMakeLists.txt
+    assert "-    set(CMAKE_CXX_STANDARD 14)\n+    set(CMAKE_CXX_STANDARD 17)" in text  # horovod/torch
+    assert '-list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc")' in text
+
+
+CHECK_BUILD = """Horovod v0.28.1:
+
+Available Frameworks:
+    [X] TensorFlow
+    [X] PyTorch
+    [ ] MXNet
+
+Available Controllers:
+    [X] MPI
+    [X] Gloo
+
+Available Tensor Operations:
+    [ ] NCCL
+    [X] MPI
+    [X] Gloo
+"""
+
+
+def test_check_build_reading():
+    assert install_horovod.check_build_missing(CHECK_BUILD) == []
+    without_mpi = CHECK_BUILD.replace("    [X] MPI\n    [X] Gloo\n\nAvailable Tensor",
+                                      "    [ ] MPI\n    [X] Gloo\n\nAvailable Tensor")
+    assert install_horovod.check_build_missing(without_mpi) == ["Controllers: MPI"]
+    assert install_horovod.check_build_missing("") == ["Frameworks: TensorFlow", "Frameworks: PyTorch",
+                                                       "Controllers: MPI", "Controllers: Gloo"]
