@@ -151,6 +151,8 @@ def build_train_step(workload: Workload, model: keras.Model, optimization: Optim
         with tf.GradientTape() as tape:
             loss = loss_of(workload, model, batch, training=True)
         grads = exchange.wrap_tape(tape).gradient(loss, sources)
+        # embedding gradients arrive as IndexedSlices; dense, as PyTorch DDP all-reduces them
+        grads = [tf.convert_to_tensor(g) for g in grads]
         if l2:  # PyTorch SGD's weight_decay: grad += l2 * w, before momentum
             grads = [g + l2 * tf.cast(s, g.dtype) for g, s in zip(grads, sources)]
         if share != 1.0:
