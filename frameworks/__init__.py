@@ -13,6 +13,7 @@ from harness.framework_api import FrameworkInfo
 REGISTRY: dict[str, str] = {
     "torch_ddp": "frameworks.torch_ddp",
     "tf_mwms": "frameworks.tf_mwms",
+    "horovod_tf": "frameworks.horovod_tf",
 }
 
 
