@@ -57,7 +57,7 @@ def test_resnet_on_one_and_two_workers(write_scenario, tmp_path):
         assert row["parameters"] == RESNET50_PARAMS
         assert row["framework_version"].startswith("2.") and json.loads(row["versions"])["keras"].startswith("3.")
         hellos = [next(e for e in _events(tmp_path, row, r) if e["event"] == "hello") for r in range(world)]
-        assert {h["backend"] for h in hellos} == {"ring"}
+        assert {h["backend"] for h in hellos} == {"ring"} and {h["dtype_policy"] for h in hellos} == {"float32"}
         assert all(h["intra_op_threads"] >= 1 for h in hellos)
         losses = [next(e for e in _events(tmp_path, row, r) if e["event"] == "losses")["values"] for r in range(world)]
         assert all(len(v) == 3 for v in losses)
@@ -87,6 +87,18 @@ def test_bert_on_two_workers_and_horovod_computes_the_same_losses(write_scenario
         # ranks both all-reduces add the same two numbers (and halve exactly), so the weights are equal
         mwms_end, horovod_end = (next(e for e in _events(tmp_path, row, 0) if e["event"] == "end") for row in rows)
         assert mwms_end["weights_checksum"] == horovod_end["weights_checksum"]
+
+
+@needs_tf
+def test_bfloat16_mixed_precision(write_scenario, tmp_path):
+    text = SCENARIO.replace('workload = "resnet50"', 'workload = "bert"').replace(
+        "procs_per_node = [1, 2]", 'procs_per_node = 1\nprecision = "amp_bf16"')
+    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row["reason"]
+    events = _events(tmp_path, row, 0)
+    assert next(e for e in events if e["event"] == "hello")["dtype_policy"] == "mixed_bfloat16"
+    assert row["parameters"] == BERT_TINY_PARAMS  # variables stay float32: same count, same checksum rule
+    assert all(v == v for v in next(e for e in events if e["event"] == "losses")["values"])  # finite, not NaN
 
 
 GRADIENT_CHECK = textwrap.dedent("""

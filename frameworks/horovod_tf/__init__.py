@@ -17,5 +17,5 @@ INFO = FrameworkInfo(
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     storage=(Storage.SYNTHETIC,),
     devices=(Device.CPU,),  # the Horovod wheel is built without NCCL (tools/install_horovod.py)
-    precisions=(Precision.FP32,),
+    precisions=(Precision.FP32, Precision.AMP_BF16),  # Keras mixed_bfloat16 policy
 )

@@ -38,10 +38,12 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
     threads = runtime.configure_threads()
     runtime.resolve_device(Device.CPU, 0)
+    runtime.set_precision(spec.precision)
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
     events.hello(world, "cpu", {**runtime.versions(), "horovod": horovod.__version__},
-                 backend=f"horovod-{controller()}", **threads, gpu_model=None, gpu_count=0)
+                 backend=f"horovod-{controller()}", dtype_policy=keras.mixed_precision.global_policy().name,
+                 **threads, gpu_model=None, gpu_count=0)
 
     keras.utils.set_random_seed(spec.seed)
     model = training.build_model(spec.workload, spec.workload_options)

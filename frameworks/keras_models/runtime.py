@@ -14,9 +14,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from harness.axes import Device
+from harness.axes import Device, Precision
 
-INTER_OP_THREADS = 2  # independent ops at once; more only oversubscribes the cores a rank is given
+INTER_OP_THREADS = 2
+# Keras mixed-precision policies: layers compute in the low precision, variables stay float32,
+# the losses are computed in float32 (training.loss_of). float16 would need loss scaling (GPU only).
+POLICIES = {Precision.FP32: "float32", Precision.AMP_BF16: "mixed_bfloat16"}  # independent ops at once; more only oversubscribes the cores a rank is given
 
 
 def configure_threads(env: Mapping[str, str] | None = None) -> dict[str, int]:
@@ -72,3 +75,10 @@ def versions() -> dict[str, str]:
 def dense_bytes(variables) -> int:
     """Bytes of every trainable variable's gradient: what fp32 allreduce sends per step."""
     return int(sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables))
+
+
+def set_precision(precision: Precision) -> None:
+    """The Keras dtype policy of the models built after this call (before building them)."""
+    if precision not in POLICIES:
+        raise RuntimeError(f"precision {precision.value} is not implemented for the Keras models")
+    keras.mixed_precision.set_global_policy(POLICIES[precision])

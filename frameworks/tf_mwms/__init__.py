@@ -14,5 +14,5 @@ INFO = FrameworkInfo(
     strategies=(Strategy.ALLREDUCE,),
     storage=(Storage.SYNTHETIC,),
     devices=(Device.CPU, Device.CUDA),
-    precisions=(Precision.FP32,),
+    precisions=(Precision.FP32, Precision.AMP_BF16),  # Keras mixed_bfloat16 policy
 )

@@ -42,8 +42,9 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     if strategy.num_replicas_in_sync != world:
         raise RuntimeError(f"MultiWorkerMirroredStrategy has {strategy.num_replicas_in_sync} replicas, "
                            f"the launcher started {world} ranks")
+    runtime.set_precision(spec.precision)
     events.hello(world, device_kind, runtime.versions(), backend="nccl" if device_kind == "cuda" else "ring",
-                 **threads, **runtime.gpu_facts(device_kind))
+                 dtype_policy=keras.mixed_precision.global_policy().name, **threads, **runtime.gpu_facts(device_kind))
 
     with strategy.scope():  # variables mirrored; their initial values are broadcast from worker 0
         keras.utils.set_random_seed(spec.seed)
