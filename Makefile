@@ -26,6 +26,7 @@ timing-test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/loader.py
 
 clean:
 	rm -rf $(VENV)

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from frameworks.torch_ddp.worker import build_model, loss_of, make_optimizer, synthetic_batch
+from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, synthetic_batch
 from harness.spec import read_spec_file
 
 
@@ -23,13 +23,13 @@ def main(spec_file: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(spec.seed)
-    model = DDP(build_model(spec))
+    model = DDP(build_model(spec.workload, dict(spec.workload_options)))
     optimizer = make_optimizer(spec, model)
     batch = synthetic_batch(spec, rank, torch.device("cpu"))
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss_of(spec, model, batch).backward()
+        loss_of(spec.workload, model, batch).backward()
         optimizer.step()
 
     for _ in range(spec.warmup_steps):

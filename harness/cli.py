@@ -105,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
     cli_perf.add_parsers(sub)
 
     _add_data_parser(sub)
+    p = sub.add_parser("equivalence", help="check that every installed framework trains the same model the same "
+                                           "way (parameters, FLOPs, optimizer, loss); exit 1 on a drift")
+    p.add_argument("--size", default="full", choices=["tiny", "small", "full", "large"], help="workload size (default full: the published parameter counts)")
+    p.add_argument("--steps", type=int, default=0, help="training steps on the fixed batch (default 0 at full "
+                                                       "size; the tests use 4 at tiny)")
+    p.add_argument("--framework", action="append", help="only this framework (repeatable; default: all)")
+    p.set_defaults(handler=cmd_equivalence)
     return parser
 
 
@@ -141,6 +148,49 @@ def _load_scenario(path: str | None):
     from harness import scenario
 
     return scenario.load(path or scenario.builtin_quickstart())
+
+
+def cmd_equivalence(args: argparse.Namespace) -> int:
+    import frameworks
+    from harness.axes import Size, Workload
+    from harness.equivalence import REFERENCE_FRAMEWORK
+    from harness.probe import PUBLISHED_PARAMETERS, verify
+
+    size = Size(args.size)
+    chosen = args.framework or frameworks.names()
+    unknown = [name for name in chosen if name not in frameworks.REGISTRY]
+    if unknown:
+        raise UserError(f"--framework: unknown {', '.join(unknown)} (known: {', '.join(frameworks.names())})")
+    console, drifted = _wide_console(), False
+    from rich.table import Table
+
+    table = Table(title=f"equivalence with {REFERENCE_FRAMEWORK} ({size.value} size, {args.steps} training steps)")
+    for name in ("framework", "workload", "parameters", "GFLOPs/sample", "optimizer", "loss", "verdict"):
+        table.add_column(name)
+    references: dict[Workload, dict] = {}
+    for name in chosen:
+        info = frameworks.get(name)
+        for workload in (w for w in info.workloads if w in PUBLISHED_PARAMETERS):
+            missing = info.missing_modules(workload)
+            if missing:
+                table.add_row(name, workload.value, "", "", "", "", f"not installed ({', '.join(missing)})")
+                continue
+            try:
+                report, problems = verify(name, workload, size, args.steps, references.get(workload))
+            except RuntimeError as exc:
+                table.add_row(name, workload.value, "", "", "", "", f"[red]probe failed[/red]: {exc}")
+                drifted = True
+                continue
+            if name == REFERENCE_FRAMEWORK:
+                references[workload] = report
+            drifted |= bool(problems)
+            losses = report["losses"]
+            table.add_row(name, workload.value, f"{report['parameters']:,}", f"{report['flops_per_sample'] / 1e9:.3f}",
+                          f"{report['optimizer']['name']} lr {report['optimizer']['lr']:g}",
+                          f"{losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "-",
+                          "[green]same[/green]" if not problems else "[red]DRIFT[/red]: " + "; ".join(problems))
+    console.print(table)
+    return 1 if drifted else 0
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -309,6 +359,9 @@ def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
     storage_chart = report.plot_storage(table, path.with_name(f"{path.stem}-storage.png"))
     if storage_chart:
         console.print(f"storage chart: {storage_chart}")
+    if report.compares_frameworks(summary):
+        report.print_frameworks(summary, console)
+        console.print(f"frameworks chart: {report.plot_bars(summary, path.with_name(path.stem + '-frameworks.png'))}")
     if report.compares_strategies(summary):
         console.print(f"strategies chart: {report.plot_strategies(summary, path.with_name(path.stem + '-strategies.png'))}")
     console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")

@@ -31,6 +31,9 @@ class FrameworkInfo:
     compiles: tuple[Compile, ...] = (Compile.OFF,)
     # Strategies that run only on some devices (e.g. a hook that needs NCCL); others run on all.
     strategy_devices: Mapping[Strategy, tuple[Device, ...]] = field(default_factory=dict)
+    # The Kubeflow job kind that starts it on Kubernetes (harness.launchers.kubernetes): PyTorchJob
+    # (torchrun in each pod), MPIJob (mpirun from a launcher pod) or TFJob (TF_CONFIG per pod).
+    kubernetes_job: str = "PyTorchJob"
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
         """Required modules that cannot be found in this environment (no import is done)."""

@@ -185,6 +185,48 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
                       f"{r['status']}[/yellow] - {escape(r['reason'])}", markup=True, highlight=False)
 
 
+def compares_frameworks(summary: pd.DataFrame) -> bool:
+    """Whether a sweep ran more than one framework (then the report sets them side by side)."""
+    return not summary.empty and summary["framework"].nunique() > 1
+
+
+def frameworks_side_by_side(summary: pd.DataFrame) -> pd.DataFrame:
+    """Samples/s (median over repeats) with one column per framework, one row per configuration
+    that frameworks share (workload, size, batch per worker, world size and any other varying
+    dimension but the launcher, which goes with the framework), and ``best/worst``: the ratio of
+    the fastest framework's throughput to the slowest's. Cells of configurations a framework did
+    not measure hold its status (``skipped``, ``failed``)."""
+    shared = ["workload", "size", "batch_per_worker", "world_size"]
+    shared += [k for k in ["strategy", "storage", "network", "precision", "memory_format", "compile", "device"]
+               if summary[k].nunique() > 1]
+    rows = []
+    for keys, group in summary.groupby(shared, sort=True, dropna=False):
+        row = dict(zip(shared, keys))
+        measured = group["throughput_median"].dropna()
+        for _, r in group.iterrows():
+            row[r["framework"]] = (f"{r['throughput_median']:.1f}" if not math.isnan(r["throughput_median"])
+                                   else r["status"])
+        row["best/worst"] = (f"{measured.max() / measured.min():.2f}x" if len(measured) > 1 and measured.min() > 0
+                             else "-")
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    names = sorted(summary["framework"].unique())
+    return table[shared + names + ["best/worst"]].fillna("-")
+
+
+def print_frameworks(summary: pd.DataFrame, console) -> None:
+    """The side-by-side framework table (:func:`frameworks_side_by_side`) as a rich table."""
+    from rich.table import Table
+
+    side = frameworks_side_by_side(summary)
+    table = Table(title="frameworks side by side: samples/s, median over repeats (same workload, data, recipe)")
+    for name in side.columns:
+        table.add_column(str(name), justify="right" if name not in ("workload", "size") else "left")
+    for _, r in side.iterrows():
+        table.add_row(*(str(v) for v in r))
+    console.print(table)
+
+
 def _bytes(value: float) -> str:
     if math.isnan(value):
         return "-"

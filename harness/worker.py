@@ -26,7 +26,8 @@ from harness.events import EventWriter
 from harness.lifetime import die_with_parent
 from harness.spec import read_spec_file
 
-# Rank variables of torchrun, Horovod (Gloo controller), Open MPI, MPICH/Hydra, PMIx and SLURM, in that order.
+# Rank variables of torchrun, Horovod (Gloo controller), Open MPI, MPICH/Hydra, PMIx and SLURM, in that order;
+# without them, TF_CONFIG (a Kubeflow TFJob) is read.
 RANK_VARIABLES = ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 CHILD_FLAG = "--child"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -44,14 +45,26 @@ TORCH_VARIABLES = {
 
 def torch_variables(env: dict[str, str]) -> dict[str, str]:
     """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from whichever launcher started the rank,
-    so that one worker serves torchrun, mpirun and srun alike (torchrun's own win)."""
+    so that one worker serves torchrun, mpirun, srun and a Kubeflow TFJob alike (torchrun's own win)."""
     found = {}
     for name, sources in TORCH_VARIABLES.items():
         if name not in env:
             value = next((env[s] for s in sources if s in env), None)
             if value is not None:
                 found[name] = value.split("(")[0]  # SLURM_NTASKS_PER_NODE may read "2(x3)"
+    if "RANK" not in env and "RANK" not in found and env.get("TF_CONFIG"):
+        found.update(tf_config_variables(env["TF_CONFIG"]))
     return found
+
+
+def tf_config_variables(tf_config: str) -> dict[str, str]:
+    """The rank variables of a TensorFlow cluster description (TF_CONFIG, as a Kubeflow TFJob sets it
+    in each pod): workers only, one rank per pod, rank = the task's index."""
+    config = json.loads(tf_config)
+    task, workers = config["task"], config["cluster"]["worker"]
+    if task["type"] != "worker":
+        raise ValueError(f"TF_CONFIG task type {task['type']!r}: Rosetta runs workers only")
+    return {"RANK": str(task["index"]), "WORLD_SIZE": str(len(workers)), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
 
 
 def rank_from_env(env: dict[str, str] | None = None) -> int:
@@ -59,7 +72,7 @@ def rank_from_env(env: dict[str, str] | None = None) -> int:
     for var in RANK_VARIABLES:
         if var in env:
             return int(env[var])
-    return 0
+    return int(torch_variables(dict(env)).get("RANK", 0))
 
 
 def log_path(out_dir: Path, rank: int) -> Path:

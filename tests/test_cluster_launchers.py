@@ -125,3 +125,64 @@ def test_one_scenario_dry_runs_through_every_launcher(write_scenario, tmp_path):
     assert files["slurm"] == ["command.json", "job.sbatch", "spec.json"]
     assert files["kubernetes"] == ["command.json", "job.yaml", "spec.json"]
     assert not (tmp_path / "results.parquet").exists()  # nothing ran, nothing recorded
+
+
+def _job(framework_kind: str, **kw) -> dict:
+    options = {"kind": framework_kind, "gpus_per_node": 8, "cpu": "96", "memory": "1Ti", "image": "r/h:1"}
+    command = get("kubernetes")(_request("kubernetes", nodes=4, procs_per_node=8, launcher_options=options, **kw))
+    assert command.argv[-4] == framework_kind.lower() == command.abort[0][3]
+    return yaml.safe_load(command.files["job.yaml"])
+
+
+def _validate_pods(replicas: dict) -> list[dict]:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    pods = []
+    for role in replicas.values():
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **role["template"]["metadata"]},
+               "spec": role["template"]["spec"]}
+        kubernetes_validate.validate(pod, "1.37.0", strict=True)
+        pods.append(pod)
+    return pods
+
+
+def test_kubernetes_mpijob_runs_mpirun_from_a_launcher_over_sshd_workers():
+    jsonschema = pytest.importorskip("jsonschema")
+    job = _job("MPIJob")
+    jsonschema.validate(job, json.loads((SCHEMA.parent / "mpijob-v2beta1.schema.json").read_text()))
+    assert job["apiVersion"] == "kubeflow.org/v2beta1" and job["spec"]["slotsPerWorker"] == 8
+    replicas = job["spec"]["mpiReplicaSpecs"]
+    assert (replicas["Launcher"]["replicas"], replicas["Worker"]["replicas"]) == (1, 4)
+    launcher, worker = (p["spec"]["containers"][0] for p in _validate_pods(replicas))
+    assert launcher["command"][:3] == ["mpirun", "-np", "32"] and "-x" in launcher["command"]
+    assert launcher["command"][-5:] == ["python", "-m", "harness.worker", "frameworks.torch_ddp.worker",
+                                        "/res/runs/S1/0007/spec.json"]
+    assert launcher["resources"] == {}  # the launcher takes no GPU from the workers' nodes
+    assert worker["command"] == ["/usr/sbin/sshd", "-De"]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+def test_kubernetes_tfjob_has_one_pod_per_rank():
+    jsonschema = pytest.importorskip("jsonschema")
+    job = _job("TFJob")
+    jsonschema.validate(job, json.loads((SCHEMA.parent / "tfjob-v1.schema.json").read_text()))
+    (pod,) = _validate_pods(job["spec"]["tfReplicaSpecs"])
+    assert job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 32
+    (container,) = pod["spec"]["containers"]
+    assert container["name"] == "tensorflow" and container["command"][1:3] == ["-m", "harness.worker"]
+    assert {"name": "OMP_NUM_THREADS", "value": "96"} in container["env"]  # one rank owns the pod's cores
+
+
+def test_the_kind_defaults_to_the_frameworks_own():
+    job = _pytorchjob()
+    assert job["kind"] == "PyTorchJob"
+    with pytest.raises(UserError, match=r"kind: must be one of auto, PyTorchJob, MPIJob, TFJob"):
+        get("kubernetes")(_request("kubernetes", launcher_options={"kind": "RayJob"}))
+
+
+def test_tf_config_gives_the_rank():
+    from harness.worker import rank_from_env, torch_variables
+
+    tf_config = json.dumps({"cluster": {"worker": ["a:2222", "b:2222"]}, "task": {"type": "worker", "index": 1}})
+    assert rank_from_env({"TF_CONFIG": tf_config}) == 1
+    assert torch_variables({"TF_CONFIG": tf_config})["WORLD_SIZE"] == "2"
+    assert torch_variables({"TF_CONFIG": tf_config, "OMPI_COMM_WORLD_RANK": "0"})["RANK"] == "0"

@@ -84,3 +84,23 @@ def test_superlinear_efficiency_is_flagged_not_shown_as_a_result():
     print_table(summarize(table), console)
     text = console.export_text()
     assert "333%!" in text and "do not trust these figures" in text
+
+
+def test_frameworks_side_by_side_table_and_chart(tmp_path):
+    rows = [_row("allreduce", r, framework=fw, launcher=launcher, workload="resnet50", throughput=tp + r,
+                 config_id=f"{fw}-{world}", procs_per_node=world, world_size=world)
+            for fw, launcher, tp in [("torch_ddp", "torchrun", 100.0), ("chainer", "mpirun", 50.0)]
+            for world in (1, 2) for r in range(2)]
+    rows.append(_row("allreduce", 0, framework="chainer", launcher="mpirun", workload="bert", status="skipped",
+                     reason="chainer has no bert model", throughput=None, config_id="chainer-bert"))
+    rows.append(_row("allreduce", 0, framework="torch_ddp", launcher="torchrun", workload="bert", throughput=20.0,
+                     config_id="torch-bert"))
+    summary = report.summarize(results.to_frame(rows))
+    assert report.compares_frameworks(summary)
+    side = report.frameworks_side_by_side(summary).set_index(["workload", "world_size"])
+    assert list(side.columns[-3:]) == ["chainer", "torch_ddp", "best/worst"]  # launcher folded into the framework
+    assert side.loc[("resnet50", 2), "torch_ddp"] == "100.5" and side.loc[("resnet50", 2), "chainer"] == "50.5"
+    assert side.loc[("resnet50", 2), "best/worst"] == "1.99x"
+    assert side.loc[("bert", 2), "chainer"] == "skipped" and side.loc[("bert", 2), "best/worst"] == "-"
+    assert report.plot_bars(summary, tmp_path / "f.png").stat().st_size > 10_000
+    assert not report.compares_frameworks(summary[summary["framework"] == "chainer"])

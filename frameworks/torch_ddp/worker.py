@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import time
 
 import torch
 import torch.distributed as dist
-from torch import nn
-
 from frameworks.torch_ddp import digits, numerics, strategies
-from frameworks.torch_ddp.models import ResNet50, build_bert, parameter_count
+from frameworks.torch_ddp.models import parameter_count
+from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, synthetic_batch, weights_checksum
 from harness.axes import Compile, Device, Storage, Strategy, Workload
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
@@ -25,66 +23,6 @@ def resolve_device(requested: Device) -> str:
     if requested == Device.CPU or not torch.cuda.is_available():
         return "cpu"
     return "cuda"
-
-
-def build_model(spec: RunSpec) -> nn.Module:
-    if spec.workload == Workload.RESNET50:
-        return ResNet50(spec.workload_options["num_classes"])
-    if spec.workload == Workload.DIGITS:
-        return digits.build_model(spec.workload_options)
-    return build_bert(spec.workload_options)
-
-
-def synthetic_batch(spec: RunSpec, rank: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """A fixed random batch for this rank, made once, before anything is timed."""
-    gen = torch.Generator().manual_seed(spec.seed * 1000 + rank)
-    n, opts = spec.batch_per_worker, spec.workload_options
-    if spec.workload == Workload.RESNET50:
-        size = opts["image_size"]
-        batch = {"images": torch.randn(n, 3, size, size, generator=gen),
-                 "labels": torch.randint(0, opts["num_classes"], (n,), generator=gen)}
-    else:
-        seq, vocab = opts["seq_len"], opts["vocab_size"]
-        mlm_labels = torch.randint(0, vocab, (n, seq), generator=gen)
-        mlm_labels[torch.rand(n, seq, generator=gen) > 0.15] = -100  # 15% of tokens are predicted
-        batch = {"input_ids": torch.randint(0, vocab, (n, seq), generator=gen),
-                 "token_type_ids": torch.cat([torch.zeros(n, seq // 2, dtype=torch.long),
-                                              torch.ones(n, seq - seq // 2, dtype=torch.long)], 1),
-                 "attention_mask": torch.ones(n, seq, dtype=torch.long),
-                 "labels": mlm_labels,
-                 "next_sentence_label": torch.randint(0, 2, (n,), generator=gen)}
-    return {k: v.to(device) for k, v in batch.items()}
-
-
-def make_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
-    """SGD with momentum for ResNet (Goyal et al.) and digits, AdamW for BERT (Devlin et al.)."""
-    if spec.workload == Workload.DIGITS:
-        return torch.optim.SGD(model.parameters(), lr=spec.workload_options["lr"],
-                               momentum=spec.workload_options["momentum"])
-    if spec.workload == Workload.RESNET50:
-        return torch.optim.SGD(model.parameters(), lr=0.1 * spec.global_batch / 256, momentum=0.9,
-                               weight_decay=1e-4)
-    return torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-
-
-def loss_of(spec: RunSpec, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    if spec.workload == Workload.RESNET50:
-        return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
-    if spec.workload == Workload.DIGITS:
-        return nn.functional.cross_entropy(model(batch["x"]), batch["y"])
-    return model(**batch).loss
-
-
-def weights_checksum(model: nn.Module) -> str:
-    """Hash of every parameter's bytes: equal on all ranks iff their weights are identical.
-
-    Buffers are left out on purpose: BatchNorm running statistics are updated from each
-    rank's own batch after DDP last broadcast them, so they legitimately differ.
-    """
-    digest = hashlib.blake2b(digest_size=16)
-    for tensor in model.parameters():
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
 
 
 def versions() -> dict[str, str]:
@@ -143,7 +81,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
                  torch_threads=torch.get_num_threads(), **gpu_facts(device_kind))
 
     torch.manual_seed(spec.seed)
-    model = numerics.to_memory_format(spec, build_model(spec).to(device))
+    model = numerics.to_memory_format(spec, build_model(spec.workload, dict(spec.workload_options)).to(device))
     strategy = strategies.build(spec.strategy, dict(spec.strategy_options), model,
                                 [local_rank] if device_kind == "cuda" else None)
     optimizer = make_optimizer(spec, strategy.module)
@@ -179,7 +117,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         with numerics.autocast(spec, device_kind):
-            loss = loss_of(spec, trained, next_batch())
+            loss = loss_of(spec.workload, trained, next_batch())
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()

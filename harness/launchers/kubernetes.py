@@ -1,5 +1,15 @@
-"""Kubernetes: a Kubeflow Training Operator manifest per run (PyTorchJob for PyTorch frameworks).
+"""Kubernetes: a Kubeflow job manifest per run, of the kind the framework is started by.
 
+- ``PyTorchJob`` (Training Operator, kubeflow.org/v1): a Master pod and nodes-1 Worker pods,
+  each running torchrun for its node's ranks;
+- ``MPIJob`` (MPI Operator, kubeflow.org/v2beta1): a Launcher pod running mpirun over ``nodes``
+  Worker pods with ``procs_per_node`` slots each (Horovod, ChainerMN); the Worker pods run the
+  image's sshd, so an MPI image needs openssh-server;
+- ``TFJob`` (Training Operator, kubeflow.org/v1): one Worker pod per rank, each handed its
+  TF_CONFIG by the operator (TensorFlow's MultiWorkerMirroredStrategy); ``cpu``, ``memory``
+  and ``gpus_per_node`` are then per pod, that is per rank.
+
+The kind is the framework's (``FrameworkInfo.kubernetes_job``) unless ``kind`` says otherwise.
 With kubectl and a configured cluster, the manifest is applied and the harness waits for
 the job to succeed (deleting it if the run is stopped); otherwise ``rosetta run --dry-run``
 writes the manifests to apply elsewhere. The pods run the image built from ``docker/``
@@ -13,6 +23,7 @@ import functools
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import yaml
@@ -21,8 +32,21 @@ from harness.launchers import LaunchCommand, LaunchRequest, options, results_roo
 from harness.spec import RunSpec
 
 MANIFEST = "job.yaml"
-API_VERSION = "kubeflow.org/v1"
-CONTAINER = "pytorch"  # the container name the operator expects in a PyTorchJob
+
+
+class JobKind(str, Enum):
+    AUTO = "auto"  # the framework's own (FrameworkInfo.kubernetes_job)
+    PYTORCHJOB = "PyTorchJob"
+    MPIJOB = "MPIJob"
+    TFJOB = "TFJob"
+
+
+API_VERSIONS = {JobKind.PYTORCHJOB: "kubeflow.org/v1", JobKind.MPIJOB: "kubeflow.org/v2beta1",
+                JobKind.TFJOB: "kubeflow.org/v1"}
+# The container names and port names the operators look for in their pods.
+CONTAINERS = {JobKind.PYTORCHJOB: "pytorch", JobKind.MPIJOB: "worker", JobKind.TFJOB: "tensorflow"}
+PORTS = {JobKind.PYTORCHJOB: "pytorchjob-port", JobKind.TFJOB: "tfjob-port"}
+SSHD = ("/usr/sbin/sshd", "-De")  # what an MPIJob's Worker pods run; the Launcher reaches them with ssh
 
 
 @dataclass(frozen=True)
@@ -37,6 +61,7 @@ class Options:
     node_selector: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # "key=value"
     results_claim: str = "rosetta-results"
     master_port: int = field(default=23456, metadata={"min": 1, "max": 65535})
+    kind: JobKind = JobKind.AUTO
 
 
 def job_name(request: LaunchRequest) -> str:
@@ -44,47 +69,95 @@ def job_name(request: LaunchRequest) -> str:
     return "rosetta-" + "-".join(request.run_dir.parts[-2:]).lower().replace("_", "-")[:50]
 
 
+def job_kind(request: LaunchRequest) -> JobKind:
+    """The job kind of this run: the ``kind`` option, or else the framework's declared kind."""
+    import frameworks
+
+    kind = options(request).kind
+    return JobKind(frameworks.get(request.spec.framework).kubernetes_job) if kind == JobKind.AUTO else kind
+
+
 def manifest(request: LaunchRequest) -> dict[str, Any]:
-    """The PyTorchJob: one Master pod and nodes-1 Worker pods, each running torchrun."""
-    spec, opts = request.spec, options(request)
-    replicas = {"Master": 1, **({"Worker": spec.nodes - 1} if spec.nodes > 1 else {})}
+    """The job manifest of the run's kind (see the module's docstring for the pods of each)."""
+    spec, opts, kind = request.spec, options(request), job_kind(request)
     return {
-        "apiVersion": API_VERSION,
-        "kind": "PyTorchJob",
+        "apiVersion": API_VERSIONS[kind],
+        "kind": kind.value,
         "metadata": {"name": job_name(request), "namespace": opts.namespace,
                      "labels": {"app.kubernetes.io/part-of": "rosetta", "rosetta/config": spec.config_id()}},
-        "spec": {
-            "runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "None"},
-            "pytorchReplicaSpecs": {role: {"replicas": count, "restartPolicy": "Never",
-                                           "template": pod_template(request)}
-                                    for role, count in replicas.items()},
-        },
+        "spec": {"runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "None"}, **REPLICAS[kind](request)},
     }
 
 
-def pod_template(request: LaunchRequest) -> dict[str, Any]:
+def _replica(count: int, template: dict[str, Any]) -> dict[str, Any]:
+    return {"replicas": count, "restartPolicy": "Never", "template": template}
+
+
+def pytorchjob_replicas(request: LaunchRequest) -> dict[str, Any]:
+    """One Master and nodes-1 Workers, each pod running torchrun for its node's ranks."""
     spec, opts = request.spec, options(request)
     # $(VAR) is expanded by Kubernetes from the variables the operator sets in each pod.
     argv = [opts.python, "-m", "torch.distributed.run", "--nnodes", str(spec.nodes),
             "--nproc-per-node", str(spec.procs_per_node), "--node-rank", "$(RANK)",
             "--master-addr", "$(MASTER_ADDR)", "--master-port", "$(MASTER_PORT)",
             "--no-python", opts.python, *worker_argv(request)]
-    resources: dict[str, dict[str, str]] = {}
-    for key, value in (("cpu", opts.cpu), ("memory", opts.memory),
-                       ("nvidia.com/gpu", str(opts.gpus_per_node) if opts.gpus_per_node else "")):
-        if value:
-            resources.setdefault("requests", {})[key] = value
-            resources.setdefault("limits", {})[key] = value
+    template = pod_template(request, JobKind.PYTORCHJOB, argv)
+    roles = {"Master": 1, **({"Worker": spec.nodes - 1} if spec.nodes > 1 else {})}
+    return {"pytorchReplicaSpecs": {role: _replica(count, template) for role, count in roles.items()}}
+
+
+def mpijob_replicas(request: LaunchRequest) -> dict[str, Any]:
+    """A Launcher running mpirun (the operator gives it the hostfile) over ``nodes`` sshd Workers."""
+    spec, opts = request.spec, options(request)
+    env = worker_env(request, _node_cpus(opts))
+    argv = ["mpirun", "-np", str(spec.world_size), "--bind-to", "none", "--tag-output", "--allow-run-as-root"]
+    for name in (*env, "ROSETTA_IMAGE"):
+        argv += ["-x", name]
+    argv += [opts.python, *worker_argv(request)]
+    launcher = pod_template(request, JobKind.MPIJOB, argv, name="launcher", resources=False)
+    return {"slotsPerWorker": spec.procs_per_node, "mpiImplementation": "OpenMPI",
+            "mpiReplicaSpecs": {"Launcher": _replica(1, launcher),
+                                "Worker": _replica(spec.nodes, pod_template(request, JobKind.MPIJOB, list(SSHD)))}}
+
+
+def tfjob_replicas(request: LaunchRequest) -> dict[str, Any]:
+    """One Worker pod per rank; the rank comes from the TF_CONFIG the operator sets (harness.worker)."""
+    spec, opts = request.spec, options(request)
+    argv = [opts.python, *worker_argv(request)]
+    return {"tfReplicaSpecs": {"Worker": _replica(spec.world_size, pod_template(request, JobKind.TFJOB, argv,
+                                                                                ranks_per_pod=1))}}
+
+
+REPLICAS = {JobKind.PYTORCHJOB: pytorchjob_replicas, JobKind.MPIJOB: mpijob_replicas, JobKind.TFJOB: tfjob_replicas}
+
+
+def _node_cpus(opts: Options) -> int | None:
+    return int(float(opts.cpu)) if opts.cpu.replace(".", "", 1).isdigit() else None
+
+
+def pod_template(request: LaunchRequest, kind: JobKind, argv: list[str], name: str | None = None,
+                 resources: bool = True, ranks_per_pod: int | None = None) -> dict[str, Any]:
+    """A pod running ``argv`` in the image, with the results volume mounted where the harness sees it.
+
+    ``resources``: request the configured CPU, memory and GPUs (not for an MPIJob's Launcher);
+    ``ranks_per_pod``: ranks sharing the pod's cores (default: the run's procs_per_node).
+    """
+    spec, opts = request.spec, options(request)
+    limits = {key: value for key, value in (("cpu", opts.cpu), ("memory", opts.memory),
+              ("nvidia.com/gpu", str(opts.gpus_per_node) if opts.gpus_per_node else "")) if value and resources}
+    cpus = _node_cpus(opts)
+    if cpus is not None and ranks_per_pod is not None:
+        cpus *= spec.procs_per_node // ranks_per_pod  # worker_env divides the cores by procs_per_node
     results_dir = str(results_root(request))
-    node_cpus = int(float(opts.cpu)) if opts.cpu.replace(".", "", 1).isdigit() else None
     container = {
-        "name": CONTAINER, "image": opts.image, "imagePullPolicy": "IfNotPresent", "workingDir": opts.workdir,
-        "command": argv,
-        "env": [{"name": k, "value": v} for k, v in {**worker_env(request, node_cpus), "ROSETTA_IMAGE": opts.image}.items()],
-        "resources": resources,
-        "ports": [{"name": "pytorchjob-port", "containerPort": opts.master_port}],
+        "name": name or CONTAINERS[kind], "image": opts.image, "imagePullPolicy": "IfNotPresent",
+        "workingDir": opts.workdir, "command": argv,
+        "env": [{"name": k, "value": v} for k, v in {**worker_env(request, cpus), "ROSETTA_IMAGE": opts.image}.items()],
+        "resources": {"requests": limits, "limits": dict(limits)} if limits else {},
         "volumeMounts": [{"name": "results", "mountPath": results_dir}, {"name": "dshm", "mountPath": "/dev/shm"}],
     }
+    if kind in PORTS:
+        container["ports"] = [{"name": PORTS[kind], "containerPort": opts.master_port}]
     pod: dict[str, Any] = {
         "containers": [container],
         "volumes": [{"name": "results", "persistentVolumeClaim": {"claimName": opts.results_claim}},
@@ -99,7 +172,7 @@ def command(request: LaunchRequest) -> LaunchCommand:
     """Apply the manifest, then wait for the job's Succeeded condition (the run's timeout bounds it)."""
     spec, opts = request.spec, options(request)
     path, name = str(request.run_dir / MANIFEST), job_name(request)
-    target = ("pytorchjob", name, "--namespace", opts.namespace)
+    target = (job_kind(request).value.lower(), name, "--namespace", opts.namespace)
     return LaunchCommand(
         ("kubectl", "wait", "--for=condition=Succeeded", f"--timeout={int(spec.timeout_s)}s", *target),
         files={MANIFEST: yaml.safe_dump(manifest(request), sort_keys=False)},

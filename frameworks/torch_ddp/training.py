@@ -1,0 +1,75 @@
+"""The training pieces every PyTorch worker shares (DDP, Horovod): model, data, optimizer, loss,
+all built from the equivalence contract (harness.equivalence)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+from torch import nn
+
+from frameworks.torch_ddp import digits
+from frameworks.torch_ddp.models import ResNet50, build_bert
+from harness.axes import Workload
+from harness.equivalence import Recipe, fixed_batch, recipe
+from harness.spec import RunSpec
+
+
+def build_model(workload: Workload, options: dict[str, Any]) -> nn.Module:
+    if workload == Workload.RESNET50:
+        return ResNet50(options["num_classes"])
+    if workload == Workload.DIGITS:
+        return digits.build_model(options)
+    return build_bert(options)
+
+
+def synthetic_batch(spec: RunSpec, rank: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """This rank's fixed batch (the same numbers in every framework), made before anything is timed."""
+    batch = fixed_batch(spec.workload, spec.workload_options, spec.batch_per_worker, spec.seed * 1000 + rank)
+    return {k: torch.from_numpy(v).to(device) for k, v in batch.items()}
+
+
+def optimizer_from_recipe(plan: Recipe, model: nn.Module) -> torch.optim.Optimizer:
+    """torch.optim's SGD (its weight_decay is coupled L2) or AdamW (decoupled) as the recipe says."""
+    if plan.name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=plan.lr, momentum=plan.momentum, nesterov=plan.nesterov,
+                               weight_decay=plan.weight_decay)
+    return torch.optim.AdamW(model.parameters(), lr=plan.lr, betas=plan.betas, eps=plan.eps,
+                             weight_decay=plan.weight_decay)
+
+
+def make_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
+    return optimizer_from_recipe(recipe(spec.workload, spec.global_batch, spec.workload_options), model)
+
+
+def optimizer_facts(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """What the optimizer object holds, in the probe's terms (read back, not copied from the recipe)."""
+    group = optimizer.param_groups[0]
+    if isinstance(optimizer, torch.optim.AdamW):
+        return {"name": "adamw", "lr": group["lr"], "betas": list(group["betas"]), "eps": group["eps"],
+                "weight_decay": group["weight_decay"], "weight_decay_mode": "decoupled"}
+    if type(optimizer) is torch.optim.SGD:
+        return {"name": "sgd", "lr": group["lr"], "momentum": group["momentum"], "nesterov": group["nesterov"],
+                "weight_decay": group["weight_decay"], "weight_decay_mode": "l2_coupled"}
+    raise TypeError(f"no probe facts for optimizer {type(optimizer).__name__}")
+
+
+def loss_of(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    if workload == Workload.RESNET50:
+        return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
+    if workload == Workload.DIGITS:
+        return nn.functional.cross_entropy(model(batch["x"]), batch["y"])
+    return model(**batch).loss
+
+
+def weights_checksum(model: nn.Module) -> str:
+    """Hash of every parameter's bytes: equal on all ranks iff their weights are identical.
+
+    Buffers are left out on purpose: BatchNorm running statistics are updated from each
+    rank's own batch after DDP last broadcast them, so they legitimately differ.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for tensor in model.parameters():
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
