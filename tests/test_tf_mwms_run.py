@@ -174,3 +174,18 @@ def test_cluster_rendezvous_names_the_missing_ranks(tmp_path):
 def test_own_address_is_the_route_to_the_first_host():
     assert cluster.own_address(True, {"MASTER_ADDR": "10.1.2.3"}) == "127.0.0.1"
     assert cluster.own_address(False, {"MASTER_ADDR": "127.0.0.1"}) == "127.0.0.1"
+
+
+def test_kubernetes_runs_it_as_a_tfjob_with_a_pod_per_rank(write_scenario, tmp_path):
+    """On Kubernetes the Training Operator hands each pod its TF_CONFIG (the worker then skips its own
+    rendezvous); the dry run writes the manifest without a cluster."""
+    import yaml
+
+    from harness.runner import dry_run
+
+    text = SCENARIO.replace("procs_per_node = [1, 2]", 'procs_per_node = 2\nlauncher = "kubernetes"')
+    ((spec, run_dir, reason),) = dry_run(scenario.load(write_scenario(text)), tmp_path)
+    job = yaml.safe_load((run_dir / "job.yaml").read_text())
+    assert job["kind"] == "TFJob" and job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2
+    container = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert container["command"][-2:] == ["frameworks.tf_mwms.worker", str(run_dir / "spec.json")]

@@ -10,7 +10,7 @@ INFO = FrameworkInfo(
     title="Horovod TensorFlow",
     # srun is not offered, as for horovod_torch: without horovodrun's rendezvous, ranks under srun would
     # need SLURM's PMI to reach Open MPI, which this project does not set up.
-    launchers=("horovodrun", "mpirun"),
+    launchers=("horovodrun", "mpirun", "kubernetes"),
     worker_module="frameworks.horovod_tf.worker",
     requires=("horovod", "tensorflow", "keras"),  # the first is the row's framework_version
     workloads=(Workload.RESNET50, Workload.BERT),
@@ -18,4 +18,5 @@ INFO = FrameworkInfo(
     storage=(Storage.SYNTHETIC,),
     devices=(Device.CPU,),  # the Horovod wheel is built without NCCL (tools/install_horovod.py)
     precisions=(Precision.FP32, Precision.AMP_BF16),  # Keras mixed_bfloat16 policy
+    kubernetes_job="MPIJob",  # mpirun from a launcher pod (MPI controller)
 )

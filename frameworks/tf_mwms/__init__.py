@@ -7,7 +7,7 @@ INFO = FrameworkInfo(
     name="tf_mwms",
     title="TensorFlow MultiWorkerMirrored",
     # torchrun serves as a plain process launcher here: the workers meet through TF_CONFIG, not torch
-    launchers=("torchrun", "mpirun", "slurm"),
+    launchers=("torchrun", "mpirun", "slurm", "kubernetes"),
     worker_module="frameworks.tf_mwms.worker",
     requires=("tensorflow", "keras"),
     workloads=(Workload.RESNET50, Workload.BERT),
@@ -15,4 +15,5 @@ INFO = FrameworkInfo(
     storage=(Storage.SYNTHETIC,),
     devices=(Device.CPU, Device.CUDA),
     precisions=(Precision.FP32, Precision.AMP_BF16),  # Keras mixed_bfloat16 policy
+    kubernetes_job="TFJob",  # one pod per rank, TF_CONFIG from the Training Operator
 )

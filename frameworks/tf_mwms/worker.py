@@ -2,7 +2,7 @@
 
 Started by torchrun (as a plain process launcher), mpirun or srun through harness.worker, which
 maps every launcher's rank variables to RANK / WORLD_SIZE / LOCAL_RANK. The worker builds its
-TF_CONFIG from them (cluster.py), trains with a custom loop (Keras 3's model.fit does not run
+TF_CONFIG from them (cluster.py), unless a Kubeflow TFJob's operator has set one, trains with a custom loop (Keras 3's model.fit does not run
 under this strategy) and all-reduces gradients with TensorFlow's collective ops: RING (gRPC) on
 CPU, NCCL on GPU.
 """
@@ -26,8 +26,9 @@ RENDEZVOUS_TIMEOUT_S = 300.0  # the run's own timeout still bounds the whole lau
 
 def make_strategy(spec: RunSpec, events: EventWriter, rank: int, world: int,
                   device_kind: str) -> tf.distribute.MultiWorkerMirroredStrategy:
-    cluster.export(cluster.tf_config(events.out_dir, rank, world, single_host=spec.nodes == 1,
-                                     env=os.environ, timeout_s=min(RENDEZVOUS_TIMEOUT_S, spec.timeout_s)))
+    if "TF_CONFIG" not in os.environ:  # a Kubeflow TFJob's operator sets it; every other launcher does not
+        cluster.export(cluster.tf_config(events.out_dir, rank, world, single_host=spec.nodes == 1,
+                                         env=os.environ, timeout_s=min(RENDEZVOUS_TIMEOUT_S, spec.timeout_s)))
     implementation = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=implementation.NCCL if device_kind == "cuda" else implementation.RING)
