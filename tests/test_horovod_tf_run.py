@@ -7,6 +7,7 @@ losses are compared. TensorFlow and Horovod are imported only in the worker proc
 import importlib.util
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -53,3 +54,16 @@ def test_resnet_on_one_and_two_processes(write_scenario, tmp_path, monkeypatch):
         run_dir = tmp_path / "results" / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
         hello = json.loads((run_dir / "events-rank0.jsonl").read_text().splitlines()[0])
         assert hello["backend"] == "horovod-gloo" and hello["world_size"] == world
+
+
+def test_fp16_compression_under_mpirun_halves_the_bytes(write_scenario, tmp_path):
+    """strategy fp16 (hvd.Compression.fp16) with Horovod's MPI controller, started by mpirun."""
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun not found (Open MPI)")
+    text = SCENARIO.replace("procs_per_node = [1, 2]", 'procs_per_node = 2\nlauncher = "mpirun"\nstrategy = "fp16"')
+    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row["reason"]
+    assert row["weights_consistent"] is True and row["parameters"] == RESNET50_PARAMS
+    assert row["bytes_per_step"] == 2 * RESNET50_PARAMS and row["compression_ratio"] == pytest.approx(2.0)
+    run_dir = tmp_path / "results" / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
+    assert json.loads((run_dir / "events-rank1.jsonl").read_text().splitlines()[0])["backend"] == "horovod-mpi"
