@@ -189,3 +189,34 @@ def test_kubernetes_runs_it_as_a_tfjob_with_a_pod_per_rank(write_scenario, tmp_p
     assert job["kind"] == "TFJob" and job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2
     container = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert container["command"][-2:] == ["frameworks.tf_mwms.worker", str(run_dir / "spec.json")]
+
+
+@pytest.fixture
+def own_two_hosts():
+    """Two network-namespace hosts of this test's own (tf-h0, tf-h1), so other sessions' hosts are untouched."""
+    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("ip", "tc", "mpirun")):
+        pytest.skip("network-namespace hosts need root, iproute2 (ip, tc) and mpirun")
+    tool, env = Path(__file__).parents[1] / "tools" / "netns_hosts.sh", {**os.environ, "ROSETTA_NETNS_PREFIX": "tf"}
+    started = subprocess.run([str(tool), "start", "2"], capture_output=True, text=True, env=env)
+    if started.returncode != 0:
+        pytest.skip(f"cannot make network namespaces here: {started.stderr.strip()[-300:]}")
+    yield dict(line.split("=", 1) for line in started.stdout.split())
+    subprocess.run([str(tool), "stop"], env=env, check=False)
+
+
+@needs_tf
+def test_two_hosts_each_worker_advertises_its_own_address(own_two_hosts, write_scenario, tmp_path):
+    hosts = list(own_two_hosts)
+    matrix = 'nodes = 2\nprocs_per_node = 1\nlauncher = "mpirun"\nnetwork = "1gbit"'
+    text = SCENARIO.replace("procs_per_node = [1, 2]", matrix) + textwrap.dedent(f"""
+        [launcher_options.mpirun]
+        hosts = {json.dumps(hosts)}
+        addresses = {json.dumps([own_two_hosts[h] for h in hosts])}
+        remote = "netns"
+        """)
+    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row["reason"]
+    assert json.loads(row["hosts"]) == hosts and row["weights_consistent"] is True
+    run_dir = tmp_path / "results" / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
+    published = [(run_dir / cluster.FOLDER / f"worker{r}").read_text().split(":")[0] for r in range(2)]
+    assert published == [own_two_hosts[h] for h in hosts]  # not loopback: the address the other host reaches
