@@ -2,9 +2,9 @@
 
 Started by torchrun (as a plain process launcher), mpirun or srun through harness.worker, which
 maps every launcher's rank variables to RANK / WORLD_SIZE / LOCAL_RANK. The worker builds its
-TF_CONFIG from them (cluster.py), unless a Kubeflow TFJob's operator has set one, trains with a custom loop (Keras 3's model.fit does not run
-under this strategy) and all-reduces gradients with TensorFlow's collective ops: RING (gRPC) on
-CPU, NCCL on GPU.
+TF_CONFIG from them (cluster.py), unless a Kubeflow TFJob's operator has set one; it trains with a
+custom loop (Keras 3's model.fit does not run under this strategy) and all-reduces gradients with
+TensorFlow's collective ops: RING (over gRPC) on CPU, NCCL on GPU.
 """
 
 from __future__ import annotations
