@@ -14,6 +14,8 @@ REGISTRY: dict[str, str] = {
     "torch_ddp": "frameworks.torch_ddp",
     "chainer": "frameworks.chainer",
     "horovod_torch": "frameworks.horovod_torch",
+    "tf_mwms": "frameworks.tf_mwms",
+    "horovod_tf": "frameworks.horovod_tf",
 }
 
 

@@ -44,6 +44,7 @@ class EventWriter:
 
     def __init__(self, out_dir: Path, rank: int):
         self.rank = rank
+        self.out_dir = Path(out_dir)  # the run's folder, which every rank of the run sees
         self._fh = open(events_path(out_dir, rank), "a", buffering=1)
 
     def emit(self, event: str, **fields: Any) -> None:

@@ -5,10 +5,11 @@
 #
 #   tools/netns_hosts.sh start N    # prints host=address lines
 #   tools/netns_hosts.sh stop
-# Needs root and iproute2.
+# ROSETTA_NETNS_PREFIX (default rosetta) names a separate set (<prefix>-h0.., <prefix>-sw), so that
+# two test sessions on one machine do not stop each other's hosts. Needs root and iproute2.
 set -euo pipefail
-SW=rosetta-sw
-PREFIX=rosetta-h
+SW=${ROSETTA_NETNS_PREFIX:-rosetta}-sw
+PREFIX=${ROSETTA_NETNS_PREFIX:-rosetta}-h
 cmd=${1:?usage: $0 start N | stop}
 
 stop() {

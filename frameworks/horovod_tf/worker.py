@@ -1,0 +1,76 @@
+"""Horovod TensorFlow worker: one process per rank, started by horovodrun (Gloo or MPI controller) or mpirun.
+
+Same model, batch, optimizer and step as tf_mwms (frameworks.keras_models); the gradient exchange is
+Horovod's DistributedGradientTape, which averages every gradient across ranks (fp32, or fp16 with
+``strategy = "fp16"``). Keras 3 variables are not what the tape expects as sources ('Variable' object
+has no attribute 'ref'): the shared step hands it their tf.Variables (``v.value``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from frameworks.keras_models import runtime, training
+from harness.axes import Device, Strategy
+from harness.equivalence import recipe
+from harness.events import EventWriter
+from harness.measure import run_measured_loop
+from harness.spec import RunSpec
+
+import horovod  # noqa: E402 - after frameworks.keras_models, which quiets TensorFlow's start-up
+import horovod.tensorflow as hvd  # noqa: E402
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+COMPRESSION = {Strategy.ALLREDUCE: hvd.Compression.none, Strategy.FP16: hvd.Compression.fp16}
+WIRE_BYTES = {Strategy.ALLREDUCE: 4, Strategy.FP16: 2}  # bytes per float32 gradient value handed to allreduce
+
+
+def controller() -> str:
+    """Which Horovod controller this process runs under (the launcher chose it)."""
+    return "mpi" if hvd.mpi_enabled() else "gloo"
+
+
+def main(spec: RunSpec, events: EventWriter) -> None:
+    if spec.device == Device.CUDA:
+        raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
+    threads = runtime.configure_threads()
+    runtime.resolve_device(Device.CPU, 0)
+    runtime.set_precision(spec.precision)
+    hvd.init()
+    rank, world = hvd.rank(), hvd.size()
+    events.hello(world, "cpu", {**runtime.versions(), "horovod": horovod.__version__},
+                 backend=f"horovod-{controller()}", dtype_policy=keras.mixed_precision.global_policy().name,
+                 **threads, gpu_model=None, gpu_count=0)
+
+    keras.utils.set_random_seed(spec.seed)
+    model = training.build_model(spec.workload, spec.workload_options)
+    optimization = training.optimization_from_recipe(recipe(spec.workload, spec.global_batch, spec.workload_options))
+    optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
+    # every rank starts from rank 0's weights (BatchNorm statistics too); fresh optimizer slots are zeros
+    hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
+    batch = training.synthetic_batch(spec.workload, spec.workload_options, spec.batch_per_worker, spec.seed, rank)
+
+    def distributed(tape: tf.GradientTape) -> hvd.DistributedGradientTape:
+        # sparse_as_dense: embedding gradients all-reduced dense, as PyTorch DDP and tf_mwms do
+        return hvd.DistributedGradientTape(tape, compression=COMPRESSION[spec.strategy], sparse_as_dense=True,
+                                           op=hvd.Average)
+
+    step = tf.function(training.build_train_step(spec.workload, model, optimization,
+                                                 training.GradientExchange(wrap_tape=distributed)))
+
+    def barrier() -> None:
+        if int(hvd.allreduce(tf.constant(1.0), op=hvd.Sum)) != world:
+            raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
+
+    run_measured_loop(lambda: step(batch), sync=lambda: None, barrier=barrier, warmup_steps=spec.warmup_steps,
+                      measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker, events=events,
+                      loss_value=lambda t: float(t))
+    values = int(sum(np.prod(v.shape) for v in model.trainable_variables))
+    events.emit("comm", bytes_per_step=values * WIRE_BYTES[spec.strategy],
+                dense_bytes_per_step=runtime.dense_bytes(model.trainable_variables))
+    events.emit("end", weights_checksum=training.weights_checksum(model), parameters=training.parameter_count(model))
+    barrier()  # no rank leaves while another still needs it in a collective
+    hvd.shutdown()

@@ -1,0 +1,84 @@
+"""TensorFlow process set-up shared by the TensorFlow workers: threads, device, versions, sync.
+
+Everything here must run before TensorFlow's runtime starts (before the first op), which is why
+the workers call it first.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Callable, Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from harness.axes import Device, Precision
+
+INTER_OP_THREADS = 2
+# Keras mixed-precision policies: layers compute in the low precision, variables stay float32,
+# the losses are computed in float32 (training.loss_of). float16 would need loss scaling (GPU only).
+POLICIES = {Precision.FP32: "float32", Precision.AMP_BF16: "mixed_bfloat16"}  # independent ops at once; more only oversubscribes the cores a rank is given
+
+
+def configure_threads(env: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Intra-op threads = the rank's share of the node's cores, which every launcher passes as
+    OMP_NUM_THREADS (harness.launchers.worker_env); TensorFlow would otherwise take every core in
+    every rank and oversubscribe the node ``procs_per_node`` times."""
+    env = os.environ if env is None else env
+    intra = int(env.get("OMP_NUM_THREADS") or 0) or max(
+        1, (os.cpu_count() or 1) // int(env.get("LOCAL_WORLD_SIZE", "1")))
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(INTER_OP_THREADS)
+    return {"intra_op_threads": intra, "inter_op_threads": INTER_OP_THREADS}
+
+
+def resolve_device(requested: Device, local_rank: int) -> str:
+    """"cpu" or "cuda"; on a GPU node each rank sees only its own GPU (local rank)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if requested == Device.CUDA and not gpus:
+        raise RuntimeError("device cuda requested but TensorFlow sees no GPU "
+                           "(tensorflow-cpu is installed, or no CUDA driver)")
+    if requested == Device.CPU or not gpus:
+        tf.config.set_visible_devices([], "GPU")
+        return "cpu"
+    gpu = gpus[local_rank % len(gpus)]
+    tf.config.set_visible_devices([gpu], "GPU")
+    tf.config.experimental.set_memory_growth(gpu, True)
+    return "cuda"
+
+
+def device_sync(device_kind: str) -> Callable[[], None]:
+    """Wait for the device's queued work (GPU kernels run asynchronously); a no-op on CPU."""
+    if device_kind == "cuda":
+        return tf.test.experimental.sync_devices
+    return lambda: None
+
+
+def gpu_facts(device_kind: str) -> dict[str, object]:
+    if device_kind != "cuda":
+        return {"gpu_model": None, "gpu_count": 0}
+    details = tf.config.experimental.get_device_details(tf.config.get_visible_devices("GPU")[0])
+    return {"gpu_model": details.get("device_name"), "gpu_count": len(tf.config.list_physical_devices("GPU"))}
+
+
+def versions() -> dict[str, str]:
+    found = {"tensorflow": tf.__version__, "keras": keras.__version__, "python": platform.python_version()}
+    build = tf.sysconfig.get_build_info()
+    for key in ("cuda_version", "cudnn_version"):
+        if build.get(key):
+            found[key.split("_")[0]] = str(build[key])
+    return found
+
+
+def dense_bytes(variables) -> int:
+    """Bytes of every trainable variable's gradient: what fp32 allreduce sends per step."""
+    return int(sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables))
+
+
+def set_precision(precision: Precision) -> None:
+    """The Keras dtype policy of the models built after this call (before building them)."""
+    if precision not in POLICIES:
+        raise RuntimeError(f"precision {precision.value} is not implemented for the Keras models")
+    keras.mixed_precision.set_global_policy(POLICIES[precision])

@@ -1,0 +1,19 @@
+"""TensorFlow's own MultiWorkerMirroredStrategy (TF_CONFIG per worker), the non-Horovod TF baseline."""
+
+from harness.axes import Device, Precision, Storage, Strategy, Workload
+from harness.framework_api import FrameworkInfo
+
+INFO = FrameworkInfo(
+    name="tf_mwms",
+    title="TensorFlow MultiWorkerMirrored",
+    # torchrun serves as a plain process launcher here: the workers meet through TF_CONFIG, not torch
+    launchers=("torchrun", "mpirun", "slurm", "kubernetes"),
+    worker_module="frameworks.tf_mwms.worker",
+    requires=("tensorflow", "keras"),
+    workloads=(Workload.RESNET50, Workload.BERT),
+    strategies=(Strategy.ALLREDUCE,),
+    storage=(Storage.SYNTHETIC,),
+    devices=(Device.CPU, Device.CUDA),
+    precisions=(Precision.FP32, Precision.AMP_BF16),  # Keras mixed_bfloat16 policy
+    kubernetes_job="TFJob",  # one pod per rank, TF_CONFIG from the Training Operator
+)

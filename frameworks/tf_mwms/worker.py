@@ -1,0 +1,83 @@
+"""TensorFlow MultiWorkerMirroredStrategy worker: one process (one replica) per rank.
+
+Started by torchrun (as a plain process launcher), mpirun or srun through harness.worker, which
+maps every launcher's rank variables to RANK / WORLD_SIZE / LOCAL_RANK. The worker builds its
+TF_CONFIG from them (cluster.py), unless a Kubeflow TFJob's operator has set one; it trains with a
+custom loop (Keras 3's model.fit does not run under this strategy) and all-reduces gradients with
+TensorFlow's collective ops: RING (over gRPC) on CPU, NCCL on GPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+from frameworks.keras_models import runtime, training
+from frameworks.tf_mwms import cluster
+from harness.equivalence import recipe
+from harness.events import EventWriter
+from harness.measure import run_measured_loop
+from harness.spec import RunSpec
+
+import keras  # noqa: E402 - after frameworks.keras_models, which quiets TensorFlow's start-up
+import tensorflow as tf  # noqa: E402
+
+RENDEZVOUS_TIMEOUT_S = 300.0  # the run's own timeout still bounds the whole launch
+
+
+def make_strategy(spec: RunSpec, events: EventWriter, rank: int, world: int,
+                  device_kind: str) -> tf.distribute.MultiWorkerMirroredStrategy:
+    if "TF_CONFIG" not in os.environ:  # a Kubeflow TFJob's operator sets it; every other launcher does not
+        cluster.export(cluster.tf_config(events.out_dir, rank, world, single_host=spec.nodes == 1,
+                                         env=os.environ, timeout_s=min(RENDEZVOUS_TIMEOUT_S, spec.timeout_s)))
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=implementation.NCCL if device_kind == "cuda" else implementation.RING)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def main(spec: RunSpec, events: EventWriter) -> None:
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    threads = runtime.configure_threads()
+    device_kind = runtime.resolve_device(spec.device, int(os.environ.get("LOCAL_RANK", 0)))
+    strategy = make_strategy(spec, events, rank, world, device_kind)
+    if strategy.num_replicas_in_sync != world:
+        raise RuntimeError(f"MultiWorkerMirroredStrategy has {strategy.num_replicas_in_sync} replicas, "
+                           f"the launcher started {world} ranks")
+    runtime.set_precision(spec.precision)
+    events.hello(world, device_kind, runtime.versions(), backend="nccl" if device_kind == "cuda" else "ring",
+                 dtype_policy=keras.mixed_precision.global_policy().name, **threads, **runtime.gpu_facts(device_kind))
+
+    with strategy.scope():  # variables mirrored; their initial values are broadcast from worker 0
+        keras.utils.set_random_seed(spec.seed)
+        model = training.build_model(spec.workload, spec.workload_options)
+        optimization = training.optimization_from_recipe(
+            recipe(spec.workload, spec.global_batch, spec.workload_options))
+        optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
+    batch = training.synthetic_batch(spec.workload, spec.workload_options, spec.batch_per_worker, spec.seed, rank)
+    # Keras's optimizer sums the replicas' gradients in apply_gradients: each contributes 1/world
+    local_step = training.build_train_step(spec.workload, model, optimization,
+                                           training.GradientExchange(share=1.0 / world))
+
+    @tf.function
+    def step() -> tf.Tensor:
+        losses = strategy.run(local_step, args=(batch,))
+        # this rank's own loss, as the other frameworks record it: no extra collective per step
+        return strategy.experimental_local_results(losses)[0]
+
+    @tf.function
+    def all_reduce_one() -> tf.Tensor:
+        ones = strategy.run(lambda: tf.constant(1.0))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+
+    def barrier() -> None:
+        if int(all_reduce_one()) != world:
+            raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
+
+    run_measured_loop(step, sync=runtime.device_sync(device_kind), barrier=barrier,
+                      warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
+                      samples_per_step=spec.batch_per_worker, events=events, loss_value=lambda t: float(t))
+    dense = runtime.dense_bytes(model.trainable_variables)
+    events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)
+    events.emit("end", weights_checksum=training.weights_checksum(model),
+                parameters=training.parameter_count(model))
+    barrier()  # no worker leaves while another still needs it in a collective
