@@ -120,13 +120,13 @@ class NFSFileSystem(AbstractFileSystem):
                 chunk = bytearray(min(_CHUNK, len(out) - done))
                 got = nfs.nfs_pread(self._ctx, handle, start + done, len(chunk), chunk)
                 self._check(got, path)
-                if got == 0:  # the object shrank while being read
-                    raise OSError(errno.EIO, f"nfs: {path}: short read ({done} of {len(out)} bytes)")
+                if got == 0:  # the object shrank since stat: return what it holds, as a local read would
+                    break
                 out[done:done + got] = chunk[:got]
                 done += got
         finally:
             nfs.nfs_close(self._ctx, handle)
-        return bytes(out)
+        return bytes(out[:done])
 
     def _open(self, path, mode="rb", **kwargs):
         if mode != "rb":

@@ -152,6 +152,7 @@ EXPORT {{
     Path = "{Path(export).resolve()}";
     Pseudo = {NFS_PSEUDO};
     Access_Type = RO;
+    Attr_Expiration_Time = 0;  # files changed on disk under the server are seen at once (not after 60 s)
     Squash = No_Root_Squash;
     SecType = sys;
     Protocols = 4;
