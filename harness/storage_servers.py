@@ -111,14 +111,18 @@ NFS_PSEUDO = "/rosetta"  # where the export appears in the server's NFSv4 name s
 
 
 @contextmanager
-def nfs_ganesha(export: Path, workdir: Path, port: int | None = None):
+def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3: bool = False):
     """NFS-Ganesha serving ``export`` (read-only, its VFS backend) over NFSv4 on 127.0.0.1 only; yields
     ``nfs://127.0.0.1:<port>/rosetta``, the export's root. The files are served as they are on disk, so
     tests write (and corrupt) them there.
 
-    NFSv4 only: ganesha registers NFSv3 with rpcbind (a machine-wide daemon on port 111) and refuses to
-    start without it; NFSv4 needs nothing but its port. Root is needed (the VFS backend opens files by
-    handle). Its state (pid, log, NFSv4 recovery) stays in ``workdir``; no D-Bus (it logs that and goes on).
+    NFSv4 only by default: ganesha registers NFSv3 with rpcbind (a machine-wide daemon on port 111) and
+    refuses to start without it; NFSv4 needs nothing but its port. ``nfsv3``: serve NFSv3 too (mounted by
+    its real path, ``nfs://127.0.0.1:<port>/<export>``), only inside a private network namespace with
+    rpcbind running (see benchmarks/storage_read.py --nfsv3): ganesha then binds every address, which in
+    such a namespace is loopback alone (it cannot resolve 127.0.0.1 there without another interface).
+    Root is needed (the VFS backend opens files by handle). Its state (pid, log, NFSv4 recovery) stays in
+    ``workdir``; no D-Bus (it logs that and goes on).
     """
     exe = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
     if not Path(exe).exists():
@@ -127,12 +131,15 @@ def nfs_ganesha(export: Path, workdir: Path, port: int | None = None):
         raise Unavailable("NFS-Ganesha's VFS backend not found (apt-get install nfs-ganesha-vfs)")
     if os.geteuid() != 0:
         raise Unavailable("NFS-Ganesha's VFS backend needs root (open_by_handle_at)")
+    if nfsv3 and [name for _, name in socket.if_nameindex()] != ["lo"]:
+        raise Unavailable("NFSv3 binds every address and needs rpcbind: only inside a private network namespace")
+    protocols = "3, 4" if nfsv3 else "4"
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     conf = workdir / "ganesha.conf"
     conf.write_text(f"""
 NFS_CORE_PARAM {{
-    Bind_addr = 127.0.0.1;  # never a public address: the machine is shared
+    {"" if nfsv3 else "Bind_addr = 127.0.0.1;  # never a public address: the machine is shared"}
     NFS_Port = {port};
     MNT_Port = {free_port()};  # unused (v4 only), but its default 20048 may be taken by another server
     NLM_Port = {free_port()};
@@ -140,7 +147,7 @@ NFS_CORE_PARAM {{
     Enable_NLM = false;
     Enable_RQUOTA = false;
     Enable_UDP = false;
-    Protocols = 4;
+    Protocols = {protocols};
 }}
 NFSV4 {{
     RecoveryBackend = fs;
@@ -155,7 +162,7 @@ EXPORT {{
     Attr_Expiration_Time = 0;  # files changed on disk under the server are seen at once (not after 60 s)
     Squash = No_Root_Squash;
     SecType = sys;
-    Protocols = 4;
+    Protocols = {protocols};
     Transports = TCP;
     FSAL {{ Name = VFS; }}
 }}
