@@ -207,6 +207,8 @@ class Store:
         if not options.get("url"):
             raise UserError(f"storage {backend}: option url (the dataset root) is required")
         get(backend, options)  # fail early, in the parent, with the missing package named
+        if backend.startswith("cached") and options.get("remote") in REMOTES:
+            get(str(options["remote"]), options)  # and the client of what the cache fronts
         self.backend, self.options = backend, dict(options)
         self.root = strip_protocol(str(options["url"])).rstrip("/")
         self._fs = None

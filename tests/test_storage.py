@@ -212,6 +212,8 @@ def test_nfs_needs_libnfs_only_for_nfs_urls(monkeypatch):
     with pytest.raises(UserError, match=r"storage nfs: needs the Python package libnfs \(pip install libnfs; "
                                         r".*apt-get install libnfs-dev\)"):
         storage.Store("nfs", {"url": "nfs://server/export/imagenet"})
+    with pytest.raises(UserError, match=r"storage nfs: needs the Python package libnfs"):
+        storage.Store("cached", {"url": "nfs://server/export/imagenet", "remote": "nfs", "cache_dir": "/tmp/c"})
     assert storage.Store("nfs", {"url": "/mnt/nfs/imagenet"}).fs.protocol[0] == "file"  # mounted: no client
 
 
