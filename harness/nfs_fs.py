@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import io
 import stat
+import warnings
 from urllib.parse import urlsplit
 
 from fsspec import AbstractFileSystem
@@ -33,7 +34,9 @@ class NFSFileSystem(AbstractFileSystem):
         NFSv4 needs only the server's NFS port; NFSv3 also asks the server's rpcbind for MOUNT (as
         mount.nfs does) unless the port is given."""
         super().__init__(**kwargs)
-        import libnfs.libnfs as nfs  # the SWIG module: the package's wrapper ignores errors of mount/read
+        with warnings.catch_warnings():  # its SWIG loader imports `imp` (deprecated; gone in Python 3.12)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import libnfs.libnfs as nfs  # the SWIG module: the package's wrapper ignores errors of mount/read
 
         self._nfs = nfs
         parts = urlsplit(url)
