@@ -40,15 +40,18 @@ def raw_read(store: storage.Store, files: list[str]) -> tuple[float, float]:
     return len(files) / seconds, size / seconds / 1e6
 
 
-def loader_throughput(root: Path, workers: int, image_size: int, batches: int) -> float:
-    """Images/s of the training input pipeline alone (frameworks/torch_ddp/input_pipeline.py)."""
+def loader_throughput(root: Path | str, workers: int, image_size: int, batches: int,
+                      backend: str = "local", **options) -> float:
+    """Images/s of the training input pipeline alone (frameworks/torch_ddp/input_pipeline.py), reading
+    the dataset at ``root`` (a folder, or a url of ``backend``; ``options``: its other storage options)."""
     from frameworks.torch_ddp.input_pipeline import Pipeline
 
-    options = dataclasses.asdict(storage.StorageOptions(url=str(root), verify_fraction=0.0, loader_workers=workers))
+    options = dataclasses.asdict(storage.StorageOptions(url=str(root), verify_fraction=0.0, loader_workers=workers,
+                                                        **options))
     spec = RunSpec(scenario="loader-bench", framework="torch_ddp", workload=Workload.RESNET50, size=Size.FULL,
                    workload_options={**WORKLOADS[Workload.RESNET50].options(Size.FULL), "image_size": image_size},
                    nodes=1, procs_per_node=1, batch_per_worker=BATCH, strategy=Strategy.ALLREDUCE,
-                   storage=Storage.LOCAL, repeat=0, warmup_steps=0, measured_steps=batches, timeout_s=600,
+                   storage=Storage(backend), repeat=0, warmup_steps=0, measured_steps=batches, timeout_s=600,
                    device=Device.CPU, seed=0, storage_options=options)
     pipeline = Pipeline(spec, 0, 1)
     for _ in range(WARMUP_BATCHES):  # start the loader's worker processes before the clock

@@ -37,6 +37,7 @@ class Storage(str, Enum):
     LOCAL = "local"  # a local or mounted folder (NFS on a cluster is a mounted path)
     S3 = "s3"  # S3 or an S3-compatible server (s3fs)
     BLOB = "blob"  # Azure Blob Storage (adlfs)
+    NFS = "nfs"  # an NFS folder: mounted (a path, read like local) or nfs://host/export/path (libnfs, no mount)
     CACHED = "cached"  # read-through local-disk cache in front of a remote, emptied before the run (cold)
     CACHED_WARM = "cached_warm"  # the same cache, filled before the measured window (warm)
 

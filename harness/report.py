@@ -511,7 +511,7 @@ def plot_storage(table: pd.DataFrame, path: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    order = ["synthetic", "local", "s3", "blob", "cached", "cached_warm"]
+    order = ["synthetic", "local", "nfs", "s3", "blob", "cached", "cached_warm"]
     medians = ok.groupby("storage")[["throughput", "data_stall_frac", "loader_throughput"]].median()
     names = sorted(medians.index, key=lambda s: order.index(s) if s in order else len(order))
     medians = medians.loc[names]

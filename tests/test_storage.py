@@ -1,11 +1,16 @@
 """One test suite every storage backend passes, each against its real server on 127.0.0.1.
 
-local: a folder; s3: SeaweedFS; blob: Azurite; cached: fsspec's filecache in front of SeaweedFS.
+local: a folder; s3: SeaweedFS; blob: Azurite; cached: fsspec's filecache in front of SeaweedFS;
+nfs: NFS-Ganesha exporting a folder over NFSv4, read through libnfs (nothing mounted); nfs_mounted: an
+NFS url that is a plain path (a mounted NFS folder on a cluster), read like local.
 A server that cannot start here skips its backend's tests with the reason.
 """
 
+import dataclasses
 import hashlib
+import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -42,11 +47,51 @@ def blob_connection(tmp_path_factory):
         pytest.skip(f"Blob server (Azurite) unavailable: {exc}")
 
 
-@pytest.fixture(params=["local", "s3", "blob", "cached"])
+@pytest.fixture(scope="module")
+def nfs_server(tmp_path_factory):
+    """NFS-Ganesha exporting a fresh folder; yields (nfs:// url of the export, the folder on disk)."""
+    try:
+        import libnfs  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
+    export = tmp_path_factory.mktemp("nfs-export")
+    try:
+        with storage_servers.nfs_ganesha(export, tmp_path_factory.mktemp("ganesha")) as url:
+            yield url, export
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
+
+
+def nfs_dataset(dataset, nfs_server):
+    """The dataset copied into the export (the server serves what is on disk: no NFS writes needed);
+    returns (its nfs:// url, its folder on disk)."""
+    url, export = nfs_server
+    folder = f"rosetta-{uuid.uuid4().hex[:10]}"
+    shutil.copytree(dataset, export / folder)
+    return f"{url}/{folder}", export / folder
+
+
+def server_write(store, rel, data):
+    """Replace an object on the backend's server itself (not through a cache)."""
+    if getattr(store, "disk_root", None):  # nfs: the exported folder on disk
+        (Path(store.disk_root) / rel).write_bytes(data)
+    else:
+        (store.fs.fs if store.backend == "cached" else store.fs).pipe_file(f"{store.root}/{rel}", data)
+
+
+@pytest.fixture(params=["local", "s3", "blob", "cached", "nfs", "nfs_mounted"])
 def store(request, dataset, tmp_path, monkeypatch):
     """The dataset uploaded to a fresh location on the backend; returns the Store reading it."""
     name = request.param
     bucket = f"rosetta-{uuid.uuid4().hex[:10]}"
+    if name == "nfs":
+        url, disk = nfs_dataset(dataset, request.getfixturevalue("nfs_server"))
+        store = storage.Store("nfs", {"url": url})
+        store.disk_root = str(disk)
+        return store
+    if name == "nfs_mounted":  # what a cluster's mounted NFS folder looks like to the harness: a path
+        storage.upload(dataset, "local", {"url": str(tmp_path / "mnt")})
+        return storage.Store("nfs", {"url": str(tmp_path / "mnt")})
     if name in ("s3", "cached"):
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
@@ -95,8 +140,7 @@ def test_corrupted_object_fails_verification_naming_backend_and_object(store):
     manifest = manifest_of(store)
     victim = manifest["samples"][0]["file"]
     good = store.read(victim)
-    target = store.fs.fs if store.backend == "cached" else store.fs
-    target.pipe_file(f"{store.root}/{victim}", good[: len(good) // 2])  # truncate the real object on the server
+    server_write(store, victim, good[: len(good) // 2])  # truncate the real object on the server
     fresh = storage.Store(store.backend, {**store.options, "cache_dir": store.options.get("cache_dir", "") + "-cold"}
                           if store.backend == "cached" else store.options)
     verifier = storage.Verifier({s["file"]: s["sha256"] for s in manifest["samples"]}, fraction=1.0)
@@ -126,6 +170,51 @@ def test_cached_second_read_is_served_from_local_disk(dataset, s3_endpoint, tmp_
     storage.clear_cache(tmp_path / "c")
     with pytest.raises(storage.StorageError, match="storage cached: object"):
         storage.Store("cached", cached.options).read(datagen.MANIFEST)
+
+
+def test_nfs_server_down_names_backend_and_object():
+    store = storage.Store("nfs", {"url": f"nfs://127.0.0.1:{storage_servers.free_port()}/rosetta/d"})
+    with pytest.raises(storage.StorageError,
+                       match=r"^storage nfs: reading nfs:127\.0\.0\.1:\d+/rosetta/d/a/b\.jpg failed: ConnectionError: "
+                             r"mounting nfs://127\.0\.0\.1:\d+/rosetta/d \(NFSv4\) failed"):
+        store.read("a/b.jpg")
+
+
+def test_nfs_lists_and_reads_ranges_like_a_local_folder(dataset, nfs_server):
+    url, disk = nfs_dataset(dataset, nfs_server)
+    fs = storage.Store("nfs", {"url": url}).fs
+    root = storage.strip_protocol(url)
+    assert sorted(e["name"].rsplit("/", 1)[1] for e in fs.ls(root)) == sorted(p.name for p in disk.iterdir())
+    manifest = (disk / datagen.MANIFEST).read_bytes()
+    assert fs.info(f"{root}/{datagen.MANIFEST}")["size"] == len(manifest)
+    assert fs.info(f"{root}/files")["type"] == "directory"
+    assert fs.cat_file(f"{root}/{datagen.MANIFEST}", start=5, end=50) == manifest[5:50]
+    with pytest.raises(ValueError, match="outside the mounted"):
+        fs.cat_file("127.0.0.1:1/elsewhere/x")
+    with pytest.raises(NotImplementedError, match="read-only"):
+        fs.open(f"{root}/new", "wb")
+
+
+def test_cached_in_front_of_nfs_serves_the_second_read_from_local_disk(dataset, nfs_server, tmp_path):
+    url, disk = nfs_dataset(dataset, nfs_server)
+    cached = storage.Store("cached", {"url": url, "remote": "nfs", "cache_dir": str(tmp_path / "c")})
+    first = cached.read(datagen.MANIFEST)
+    assert first == (disk / datagen.MANIFEST).read_bytes() and cached.cached_count() == 1
+    (disk / datagen.MANIFEST).unlink()  # gone from the server...
+    assert cached.read(datagen.MANIFEST) == first  # ...still served by the cache
+    with pytest.raises(storage.StorageError, match="storage nfs: object .*manifest.json not found"):
+        storage.Store("nfs", {"url": url}).read(datagen.MANIFEST)
+
+
+def test_nfs_needs_libnfs_only_for_nfs_urls(monkeypatch):
+    no_client = dataclasses.replace(storage.REGISTRY["nfs"], packages=(("no_such_mod_xyz", "libnfs"),))
+    monkeypatch.setitem(storage.REGISTRY, "nfs", no_client)
+    with pytest.raises(UserError, match=r"storage nfs: needs the Python package libnfs \(pip install libnfs; "
+                                        r".*apt-get install libnfs-dev\)"):
+        storage.Store("nfs", {"url": "nfs://server/export/imagenet"})
+    with pytest.raises(UserError, match=r"storage nfs: needs the Python package libnfs"):
+        storage.Store("cached", {"url": "nfs://server/export/imagenet", "remote": "nfs", "cache_dir": "/tmp/c"})
+    assert storage.Store("nfs", {"url": "/mnt/nfs/imagenet"}).fs.protocol[0] == "file"  # mounted: no client
 
 
 def test_registry_names_missing_package_and_bad_options(monkeypatch):

@@ -35,6 +35,8 @@ def test_options_reach_the_run_spec_and_change_the_config_id(write_scenario):
     ('[storage_options.ftp]\nurl = "/x"\n', "ftp"),
     ('[storage_options.local]\nurl = "/x"\nverify_fraction = 2.0\n', "verify_fraction"),
     ('[storage_options.local]\nurl = "/x"\npassword = "p"\n', "password"),
+    ('[storage_options.local]\nurl = "/x"\nnfs_version = 2\n', "nfs_version"),
+    ('[storage_options.local]\nurl = "/x"\nremote = "ftp"\n', "remote"),
 ])
 def test_bad_storage_options_are_one_line_errors(write_scenario, extra, match):
     with pytest.raises(UserError, match=match):
@@ -57,3 +59,19 @@ def test_storage_chart_only_for_real_data(tmp_path):
     path = report.plot_storage(table, tmp_path / "b.png")
     assert path.exists() and path.stat().st_size > 10_000
     assert {"data_stall_frac", "read_mb_s", "loader_throughput", "cache_hit_rate"} <= set(COLUMNS)
+
+
+def test_nfs_takes_a_mounted_path_or_an_nfs_url_and_may_front_a_cache(write_scenario):
+    sc = scenario.load(write_scenario(BASE.format(storages='["nfs", "cached"]') + """
+[storage_options.nfs]
+url = "nfs://filer:2049/exports/imagenet"
+nfs_version = 3
+[storage_options.cached]
+url = "/mnt/nfs/imagenet"
+remote = "nfs"
+cache_dir = "/scratch/cache"
+"""))
+    by = {spec.storage.value: spec for spec in expand(sc)}  # one spec per repeat: the last of each
+    nfs, cached = by["nfs"], by["cached"]
+    assert nfs.storage_options["url"] == "nfs://filer:2049/exports/imagenet" and nfs.storage_options["nfs_version"] == 3
+    assert cached.storage_options["remote"] == "nfs"

@@ -112,3 +112,33 @@ loader_workers = 1
     assert by["cached_warm"]["cache_hit_rate"] == 1.0  # warm: filled before the window
     for row in rows:  # the secret never reaches a row
         assert secret not in json.dumps({k: str(v) for k, v in row.items()})
+
+
+def test_nfs_run_reads_through_libnfs_without_mounting(dataset, write_scenario, tmp_path, tmp_path_factory):
+    """NFS-Ganesha exports the dataset over NFSv4; the DataLoader's worker reads it with libnfs."""
+    import shutil
+
+    try:
+        import libnfs  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
+    export = tmp_path / "export"
+    shutil.copytree(dataset, export / "imagenet")
+    try:
+        server = storage_servers.nfs_ganesha(export, tmp_path / "ganesha")
+        url = server.__enter__()
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
+    try:
+        text = BASE.format(procs=1, storages='"nfs"') + f"""
+[storage_options.nfs]
+url = "{url}/imagenet"
+verify_fraction = 1.0
+loader_workers = 1
+"""
+        rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    finally:
+        server.__exit__(None, None, None)
+    assert [r["status"] for r in rows] == ["ok"], [r.get("reason") for r in rows]
+    assert rows[0]["read_mb_s"] > 0 and rows[0]["objects_verified"] > 0
+    assert json.loads(rows[0]["spec"])["storage_options"]["url"].startswith("nfs://127.0.0.1:")

@@ -1,5 +1,6 @@
-"""Run scenarios/storage.toml on this machine: generate the dataset, start SeaweedFS (S3, port 18333)
-and Azurite (Blob, port 18334) on 127.0.0.1, upload the dataset to both, run the scenario, stop them.
+"""Run scenarios/storage.toml on this machine: generate the dataset, start SeaweedFS (S3, port 18333),
+Azurite (Blob, port 18334) and NFS-Ganesha (NFSv4, port 18335, exporting the dataset folder as it is)
+on 127.0.0.1, upload the dataset to S3 and Blob, run the scenario, stop them.
 
     python tools/storage_bench.py [--count 1000] [--results results]
 
@@ -33,7 +34,8 @@ def main() -> int:
     key, secret = "rosetta-bench", secrets.token_hex(16)
     os.environ.update(AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
     with storage_servers.seaweedfs(ROOT / "weed", key, secret, s3_port=18333) as s3_url, \
-            storage_servers.azurite(ROOT / "azurite", port=18334) as blob_conn:
+            storage_servers.azurite(ROOT / "azurite", port=18334) as blob_conn, \
+            storage_servers.nfs_ganesha(data, ROOT / "ganesha", port=18335):
         os.environ["AZURE_STORAGE_CONNECTION_STRING"] = blob_conn
         s3 = {"url": "s3://rosetta/imagenet", "endpoint_url": s3_url}
         for backend, options in (("s3", s3), ("blob", {"url": "abfs://rosetta/imagenet"})):
