@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import frameworks
 from harness import scenario
 from harness.errors import UserError
 
@@ -24,6 +25,10 @@ def test_quickstart_loads():
     sc = scenario.load(scenario.builtin_quickstart())
     assert sc.name == "quickstart"
     assert sc.settings.warmup_steps < sc.settings.measured_steps
+
+
+def test_quickstart_runs_every_registered_framework():
+    assert set(scenario.load(scenario.builtin_quickstart()).matrix.framework) == set(frameworks.REGISTRY)
 
 
 def test_scalar_and_list_axes(write_scenario):
