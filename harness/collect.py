@@ -232,6 +232,7 @@ def worker_facts(ranks: list[RankRecord], framework_module: str) -> dict[str, An
                      gpu_count=hello.get("gpu_count"))
     if end:
         facts["parameters"] = end.get("parameters")
+        facts["layout"] = end.get("layout")  # what ran, where memory_format is what was asked
     compile_times = [r.compile_s for r in ranks if r.compile_s is not None]
     if compile_times:
         facts["compile_s"] = max(compile_times)  # the ranks wait for the slowest

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from frameworks.keras_models import runtime, training
-from harness.axes import Device, Strategy
+from harness.axes import Compile, Device, Strategy
 from harness.equivalence import recipe
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
@@ -38,16 +38,20 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
     threads = runtime.configure_threads()
     runtime.resolve_device(Device.CPU, 0)
-    runtime.set_precision(spec.precision)
+    unavailable = runtime.precision_unavailable(spec.precision, "cpu")
+    if unavailable:  # device "auto": this build of Horovod runs on the CPU
+        events.emit("skip", reason=f"{unavailable} (horovod_tf runs on the CPU: Horovod is built without NCCL)")
+        return
+    numerics = runtime.set_precision(spec.precision)
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
     events.hello(world, "cpu", {**runtime.versions(), "horovod": horovod.__version__},
-                 backend=f"horovod-{controller()}", dtype_policy=keras.mixed_precision.global_policy().name,
-                 **threads, gpu_model=None, gpu_count=0)
+                 backend=f"horovod-{controller()}", **numerics, **threads, gpu_model=None, gpu_count=0)
 
     keras.utils.set_random_seed(spec.seed)
     model = training.build_model(spec.workload, spec.workload_options)
-    optimization = training.optimization_from_recipe(recipe(spec.workload, spec.global_batch, spec.workload_options))
+    optimization = training.with_loss_scaling(training.optimization_from_recipe(
+        recipe(spec.workload, spec.global_batch, spec.workload_options)), spec.precision)
     optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
     # every rank starts from rank 0's weights (BatchNorm statistics too); fresh optimizer slots are zeros
     hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
@@ -58,19 +62,29 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         return hvd.DistributedGradientTape(tape, compression=COMPRESSION[spec.strategy], sparse_as_dense=True,
                                            op=hvd.Average)
 
-    step = tf.function(training.build_train_step(spec.workload, model, optimization,
-                                                 training.GradientExchange(wrap_tape=distributed)))
+    def allreduce(grads: list[tf.Tensor]) -> list[tf.Tensor]:
+        # compile = on: what DistributedGradientTape.gradient does after the tape (no groups given: one
+        # average per gradient, fused by Horovod), outside the XLA-compiled forward and backward pass
+        return [hvd.allreduce(g, op=hvd.Average, compression=COMPRESSION[spec.strategy]) for g in grads]
+
+    exchange = (training.GradientExchange(reduce=allreduce) if spec.compile == Compile.ON
+                else training.GradientExchange(wrap_tape=distributed))
+    step = tf.function(training.build_train_step(spec.workload, model, optimization, exchange,
+                                                 jit_compile=spec.compile == Compile.ON))
 
     def barrier() -> None:
         if int(hvd.allreduce(tf.constant(1.0), op=hvd.Sum)) != world:
             raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
 
+    if spec.compile == Compile.ON:
+        events.emit("compile", seconds=runtime.compile_first_step(lambda: step(batch), lambda: None))
     run_measured_loop(lambda: step(batch), sync=lambda: None, barrier=barrier, warmup_steps=spec.warmup_steps,
                       measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker, events=events,
                       loss_value=lambda t: float(t))
     values = int(sum(np.prod(v.shape) for v in model.trainable_variables))
     events.emit("comm", bytes_per_step=values * WIRE_BYTES[spec.strategy],
                 dense_bytes_per_step=runtime.dense_bytes(model.trainable_variables))
-    events.emit("end", weights_checksum=training.weights_checksum(model), parameters=training.parameter_count(model))
+    events.emit("end", weights_checksum=training.weights_checksum(model), parameters=training.parameter_count(model),
+                layout=training.image_layout(model))
     barrier()  # no rank leaves while another still needs it in a collective
     hvd.shutdown()

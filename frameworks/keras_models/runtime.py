@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from typing import Callable, Mapping
 
 import keras
@@ -16,10 +17,11 @@ import tensorflow as tf
 
 from harness.axes import Device, Precision
 
-INTER_OP_THREADS = 2
-# Keras mixed-precision policies: layers compute in the low precision, variables stay float32,
-# the losses are computed in float32 (training.loss_of). float16 would need loss scaling (GPU only).
-POLICIES = {Precision.FP32: "float32", Precision.AMP_BF16: "mixed_bfloat16"}  # independent ops at once; more only oversubscribes the cores a rank is given
+INTER_OP_THREADS = 2  # independent ops at once; more only oversubscribes the cores a rank is given
+# Keras mixed-precision policies: layers compute in the low precision, variables stay float32, the
+# losses are computed in float32 (training.loss_of). float16 adds loss scaling (training.with_loss_scaling).
+POLICIES = {Precision.FP32: "float32", Precision.TF32: "float32", Precision.AMP_FP16: "mixed_float16",
+            Precision.AMP_BF16: "mixed_bfloat16"}
 
 
 def configure_threads(env: Mapping[str, str] | None = None) -> dict[str, int]:
@@ -77,8 +79,34 @@ def dense_bytes(variables) -> int:
     return int(sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables))
 
 
-def set_precision(precision: Precision) -> None:
-    """The Keras dtype policy of the models built after this call (before building them)."""
+def precision_unavailable(precision: Precision, device_kind: str) -> str | None:
+    """Why this rank cannot train at ``precision`` on the device it found, or None. The harness refuses
+    a GPU-only precision with device = "cpu" before launching; with device = "auto" the worker finds out."""
+    if precision.needs_cuda and device_kind != "cuda":
+        return f"precision {precision.value} needs a CUDA GPU; none found"
+    return None
+
+
+def set_precision(precision: Precision) -> dict[str, object]:
+    """The Keras dtype policy of the models built after this call (before building them) and TF32.
+
+    TensorFlow allows TensorFloat-32 in float32 matmuls and convolutions by default on Ampere and later
+    GPUs, so fp32 would silently be tf32 there: it is on only for tf32 (and off under the mixed
+    policies, as in torch_ddp). Returns what is now in force, read back from TensorFlow, for the
+    rank's ``hello`` record.
+    """
     if precision not in POLICIES:
         raise RuntimeError(f"precision {precision.value} is not implemented for the Keras models")
+    tf.config.experimental.enable_tensor_float_32_execution(precision == Precision.TF32)
     keras.mixed_precision.set_global_policy(POLICIES[precision])
+    return {"dtype_policy": keras.mixed_precision.global_policy().name,
+            "tf32": tf.config.experimental.tensor_float_32_execution_enabled()}
+
+
+def compile_first_step(step: Callable[[], object], sync: Callable[[], None]) -> float:
+    """compile = on: the first call traces the step and XLA-compiles it. Run and time it apart (seconds),
+    before warm-up, as torch_ddp does, so compilation stays out of the measured window (``compile_s``)."""
+    start = time.perf_counter()
+    np.asarray(step())  # the loss's value: the step has finished, not only been queued
+    sync()
+    return time.perf_counter() - start

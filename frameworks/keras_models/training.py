@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from frameworks.keras_models.bert import BertForPreTraining
 from frameworks.keras_models.resnet import ResNet50
-from harness.axes import Workload
+from harness.axes import Precision, Workload
 from harness.equivalence import IGNORED_LABEL, Recipe, fixed_batch
 
 WORKLOADS = (Workload.RESNET50, Workload.BERT)
@@ -95,6 +95,8 @@ class Optimization:
     def facts(self) -> dict[str, Any]:
         """What the optimizer objects hold, in the probe's terms (read back, not copied from the recipe)."""
         opt = self.optimizer
+        if isinstance(opt, keras.optimizers.LossScaleOptimizer):  # amp_fp16: the recipe is the inner optimizer's
+            opt = opt.inner_optimizer
         lr = float(keras.ops.convert_to_numpy(opt.learning_rate))
         if isinstance(opt, keras.optimizers.AdamW):
             return {"name": "adamw", "lr": lr, "betas": [float(opt.beta_1), float(opt.beta_2)],
@@ -123,41 +125,81 @@ def optimization_from_recipe(plan: Recipe) -> Optimization:
     raise ValueError(f"no Keras optimizer for recipe {plan.name}")
 
 
+def with_loss_scaling(optimization: Optimization, precision: Precision) -> Optimization:
+    """amp_fp16: Keras's dynamic loss scaling around the recipe's optimizer (float16's range is too
+    narrow for small gradients). It skips a step whose gradients are not finite and halves the scale;
+    bfloat16 has float32's range and needs none."""
+    if precision != Precision.AMP_FP16:
+        return optimization
+    return Optimization(keras.optimizers.LossScaleOptimizer(optimization.optimizer), l2=optimization.l2)
+
+
 @dataclass(frozen=True)
 class GradientExchange:
     """How a rank's gradients become the global mean gradient; the rest of the step is shared.
 
     ``wrap_tape``: wraps the GradientTape (Horovod's DistributedGradientTape averages in ``gradient``).
+    ``reduce``: exchanges the list of local gradients after the tape (Horovod's allreduce when the
+    rank's computation is XLA-compiled, which a wrapped tape inside the compiled function cannot be).
     ``share``: factor on this rank's gradient (L2 term included) before the optimizer; 1/replicas
     under tf.distribute, whose Keras optimizer sums the replicas' gradients in ``apply_gradients``.
+    ``all_finite``: turns this rank's "my gradients are finite" into every rank's verdict, where the
+    optimizer's loss scaling would otherwise decide on local gradients (tf.distribute: a rank that
+    skipped the step would leave the others waiting in the all-reduce it did not join).
     """
 
     wrap_tape: Callable[[tf.GradientTape], Any] = lambda tape: tape
+    reduce: Callable[[list], list] = lambda grads: grads
     share: float = 1.0
+    all_finite: Callable[[tf.Tensor], tf.Tensor] | None = None
 
 
 def build_train_step(workload: Workload, model: keras.Model, optimization: Optimization,
-                     exchange: GradientExchange = GradientExchange()) -> Callable[[Mapping[str, tf.Tensor]], tf.Tensor]:
+                     exchange: GradientExchange = GradientExchange(),
+                     jit_compile: bool = False) -> Callable[[Mapping[str, tf.Tensor]], tf.Tensor]:
     """One training step on a batch: loss, gradients, exchange, coupled L2, update. Returns the local loss.
 
     Not wrapped in tf.function here: the caller compiles it (alone, or inside strategy.run).
+
+    ``jit_compile`` (compile = on): the rank's own computation (forward and backward pass) is one
+    XLA-compiled function (``tf.function(jit_compile=True)``); the gradient exchange and the update stay
+    outside it. XLA cannot compile the exchange here: TensorFlow 2.21 refuses collectives under XLA on
+    CPU ("Collectives are not yet implemented for CPU devices when compiling with XLA", b/194942685),
+    which is what MultiWorkerMirroredStrategy's all-reduce in ``apply_gradients`` becomes, and Horovod's
+    allreduce op has no XLA kernel (our build leaves out xla_mpi_ops.cc).
     """
     variables = model.trainable_variables
     # Keras 3 variables as their tf.Variables: DistributedGradientTape needs those as sources
     sources = [v.value for v in variables]
-    l2, share = optimization.l2, exchange.share
+    l2, share, optimizer = optimization.l2, exchange.share, optimization.optimizer
+    scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
-    def step(batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    def local_gradients(batch: Mapping[str, tf.Tensor]) -> tuple[tf.Tensor, list[tf.Tensor]]:
         with tf.GradientTape() as tape:
             loss = loss_of(workload, model, batch, training=True)
-        grads = exchange.wrap_tape(tape).gradient(loss, sources)
+            target = optimizer.scale_loss(loss) if scaled else loss
+        grads = exchange.wrap_tape(tape).gradient(target, sources)
         # embedding gradients arrive as IndexedSlices; dense, as PyTorch DDP all-reduces them
-        grads = [tf.convert_to_tensor(g) for g in grads]
-        if l2:  # PyTorch SGD's weight_decay: grad += l2 * w, before momentum
-            grads = [g + l2 * tf.cast(s, g.dtype) for g, s in zip(grads, sources)]
+        return loss, [tf.convert_to_tensor(g) for g in grads]
+
+    if jit_compile:
+        if exchange.wrap_tape is not GradientExchange.wrap_tape:
+            raise ValueError("a wrapped tape exchanges inside the XLA-compiled function; give `reduce` instead")
+        local_gradients = tf.function(local_gradients, jit_compile=True)
+
+    def step(batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        loss, grads = local_gradients(batch)
+        grads = exchange.reduce(grads)
+        if l2:  # PyTorch SGD's weight_decay: grad += l2 * w, before momentum (scaled like the loss, if it is)
+            factor = l2 * tf.convert_to_tensor(optimizer.dynamic_scale.value) if scaled else l2
+            grads = [g + factor * tf.cast(s, g.dtype) for g, s in zip(grads, sources)]
         if share != 1.0:
             grads = [g * share for g in grads]
-        optimization.optimizer.apply_gradients(zip(grads, variables))
+        if scaled and exchange.all_finite is not None:
+            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+            poison = tf.where(exchange.all_finite(finite), 0.0, float("nan"))  # every rank skips, or none
+            grads = [g + poison for g in grads]
+        optimizer.apply_gradients(zip(grads, variables))
         return loss
 
     return step
@@ -177,3 +219,14 @@ def weights_checksum(model: keras.Model) -> str:
     for variable in model.trainable_variables:
         digest.update(np.ascontiguousarray(keras.ops.convert_to_numpy(variable.value)).tobytes())
     return digest.hexdigest()
+
+
+def image_layout(model: keras.Model) -> str | None:
+    """The layout the model's convolutions run in, read from its Conv2D layers: "NHWC" (Keras's
+    channels_last) or "NCHW"; None for a model without convolutions (BERT)."""
+    formats = {layer.data_format for layer in model._flatten_layers() if isinstance(layer, keras.layers.Conv2D)}
+    if not formats:
+        return None
+    if len(formats) > 1:
+        raise ValueError(f"convolutions in several layouts: {sorted(formats)}")
+    return {"channels_last": "NHWC", "channels_first": "NCHW"}[formats.pop()]

@@ -1,6 +1,6 @@
 """TensorFlow's own MultiWorkerMirroredStrategy (TF_CONFIG per worker), the non-Horovod TF baseline."""
 
-from harness.axes import Device, Precision, Storage, Strategy, Workload
+from harness.axes import Compile, Device, MemoryFormat, Precision, Storage, Strategy, Workload
 from harness.framework_api import FrameworkInfo
 
 INFO = FrameworkInfo(
@@ -14,6 +14,16 @@ INFO = FrameworkInfo(
     strategies=(Strategy.ALLREDUCE,),
     storage=(Storage.SYNTHETIC,),
     devices=(Device.CPU, Device.CUDA),
-    precisions=(Precision.FP32, Precision.AMP_BF16),  # Keras mixed_bfloat16 policy
+    # Keras policies (frameworks/keras_models/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
+    # every other precision), amp_fp16 = mixed_float16 + LossScaleOptimizer, amp_bf16 = mixed_bfloat16;
+    # tf32 and amp_fp16 need a CUDA GPU (Precision.needs_cuda): on a CPU their runs are skipped rows
+    precisions=tuple(Precision),
+    # The Keras ResNet is built channels-last (NHWC); TensorFlow's CPU convolutions exist only in NHWC.
+    # "contiguous" is taken as the framework's own layout, which for Keras is that same NHWC: the row's
+    # `layout` column says what ran (NHWC for both values here; NCHW for torch_ddp's contiguous).
+    memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
+    # XLA: the rank's forward and backward pass in tf.function(jit_compile=True); the gradient exchange
+    # outside it (XLA compiles no collective on CPU in TF 2.21; Horovod's ops have no XLA kernel)
+    compiles=(Compile.OFF, Compile.ON),
     kubernetes_job="TFJob",  # one pod per rank, TF_CONFIG from the Training Operator
 )

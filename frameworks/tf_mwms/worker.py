@@ -13,6 +13,7 @@ import os
 
 from frameworks.keras_models import runtime, training
 from frameworks.tf_mwms import cluster
+from harness.axes import Compile
 from harness.equivalence import recipe
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
@@ -39,24 +40,34 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     threads = runtime.configure_threads()
     device_kind = runtime.resolve_device(spec.device, int(os.environ.get("LOCAL_RANK", 0)))
+    unavailable = runtime.precision_unavailable(spec.precision, device_kind)
+    if unavailable:  # device "auto" found no GPU (the harness refuses device "cpu" before launching)
+        events.emit("skip", reason=unavailable)
+        return
     strategy = make_strategy(spec, events, rank, world, device_kind)
     if strategy.num_replicas_in_sync != world:
         raise RuntimeError(f"MultiWorkerMirroredStrategy has {strategy.num_replicas_in_sync} replicas, "
                            f"the launcher started {world} ranks")
-    runtime.set_precision(spec.precision)
+    numerics = runtime.set_precision(spec.precision)
     events.hello(world, device_kind, runtime.versions(), backend="nccl" if device_kind == "cuda" else "ring",
-                 dtype_policy=keras.mixed_precision.global_policy().name, **threads, **runtime.gpu_facts(device_kind))
+                 **numerics, **threads, **runtime.gpu_facts(device_kind))
 
     with strategy.scope():  # variables mirrored; their initial values are broadcast from worker 0
         keras.utils.set_random_seed(spec.seed)
         model = training.build_model(spec.workload, spec.workload_options)
-        optimization = training.optimization_from_recipe(
-            recipe(spec.workload, spec.global_batch, spec.workload_options))
+        optimization = training.with_loss_scaling(training.optimization_from_recipe(
+            recipe(spec.workload, spec.global_batch, spec.workload_options)), spec.precision)
         optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
     batch = training.synthetic_batch(spec.workload, spec.workload_options, spec.batch_per_worker, spec.seed, rank)
+
+    def all_finite(finite: tf.Tensor) -> tf.Tensor:  # amp_fp16: are every replica's gradients finite?
+        context = tf.distribute.get_replica_context()
+        return tf.equal(context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32)), 0.0)
+
     # Keras's optimizer sums the replicas' gradients in apply_gradients: each contributes 1/world
     local_step = training.build_train_step(spec.workload, model, optimization,
-                                           training.GradientExchange(share=1.0 / world))
+                                           training.GradientExchange(share=1.0 / world, all_finite=all_finite),
+                                           jit_compile=spec.compile == Compile.ON)
 
     @tf.function
     def step() -> tf.Tensor:
@@ -73,11 +84,13 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         if int(all_reduce_one()) != world:
             raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
 
+    if spec.compile == Compile.ON:
+        events.emit("compile", seconds=runtime.compile_first_step(step, runtime.device_sync(device_kind)))
     run_measured_loop(step, sync=runtime.device_sync(device_kind), barrier=barrier,
                       warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
                       samples_per_step=spec.batch_per_worker, events=events, loss_value=lambda t: float(t))
     dense = runtime.dense_bytes(model.trainable_variables)
     events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)
     events.emit("end", weights_checksum=training.weights_checksum(model),
-                parameters=training.parameter_count(model))
+                parameters=training.parameter_count(model), layout=training.image_layout(model))
     barrier()  # no worker leaves while another still needs it in a collective

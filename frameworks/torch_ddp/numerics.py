@@ -52,3 +52,13 @@ def batch_to_memory_format(spec: RunSpec, batch: dict[str, torch.Tensor]) -> dic
 def maybe_compile(spec: RunSpec, module: nn.Module) -> nn.Module:
     """torch.compile of the DDP-wrapped model (DDP's optimizer splits graphs at bucket boundaries)."""
     return torch.compile(module) if spec.compile == Compile.ON else module
+
+
+def image_layout(model: nn.Module) -> str | None:
+    """The layout the convolutions' weights are in, read back: "NHWC" (channels_last) or "NCHW";
+    None for a model without convolutions."""
+    conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    if conv is None:
+        return None
+    return "NHWC" if conv.weight.is_contiguous(memory_format=torch.channels_last) and \
+        not conv.weight.is_contiguous() else "NCHW"

@@ -154,6 +154,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     facts = {}
     if spec.workload == Workload.DIGITS:
         facts["final_accuracy"] = digits.evaluate(model, data)[0]
-    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model), **facts)
+    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model),
+                layout=numerics.image_layout(model), **facts)
     dist.barrier()
     dist.destroy_process_group()
