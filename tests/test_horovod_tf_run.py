@@ -67,3 +67,19 @@ def test_fp16_compression_under_mpirun_halves_the_bytes(write_scenario, tmp_path
     assert row["bytes_per_step"] == 2 * RESNET50_PARAMS and row["compression_ratio"] == pytest.approx(2.0)
     run_dir = tmp_path / "results" / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
     assert json.loads((run_dir / "events-rank1.jsonl").read_text().splitlines()[0])["backend"] == "horovod-mpi"
+
+
+def test_xla_compiled_step_on_two_processes(write_scenario, tmp_path, monkeypatch):
+    """compile = on: each rank's forward and backward pass is XLA-compiled and Horovod averages the
+    gradients outside it (its allreduce op has no XLA kernel); the compiling first step is timed apart,
+    before warm-up (compile_s), and the ranks still end with identical weights."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    text = SCENARIO.replace("procs_per_node = [1, 2]", 'procs_per_node = 2\ncompile = "on"')
+    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row["reason"]
+    assert row["compile"] == "on" and row["compile_s"] > 3 * row["step_time_p50_s"]
+    assert row["weights_consistent"] is True and row["layout"] == "NHWC"
+    run_dir = tmp_path / "results" / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
+    for rank in range(2):
+        kinds = [json.loads(line)["event"] for line in (run_dir / f"events-rank{rank}.jsonl").read_text().splitlines()]
+        assert kinds.index("compile") < kinds.index("step")

@@ -176,12 +176,8 @@ LOSS_SCALING = textwrap.dedent("""
                                                   Precision.AMP_FP16)
         optimization.optimizer.build(model.trainable_variables)
 
-    def all_finite(finite):  # as the tf_mwms worker gives it
-        context = tf.distribute.get_replica_context()
-        return tf.equal(context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32)), 0.0)
-
     step = training.build_train_step(workload, model, optimization,
-                                     training.GradientExchange(share=0.5, all_finite=all_finite))
+                                     training.GradientExchange(share=0.5))
     good = [training.synthetic_batch(workload, options, 2, 0, r) for r in range(2)]
     bad = [good[0], {**good[1], "images": good[1]["images"] * np.inf}]  # only replica 1's gradients overflow
     feed = tf.Variable(0)  # which batches this step gets, so that one traced function serves both
@@ -202,6 +198,7 @@ LOSS_SCALING = textwrap.dedent("""
     feed.assign(1)
     run()
     skipped = all(np.array_equal(a, b) for a, b in zip(before, weights()))
+    scales.append(float(lso.dynamic_scale.numpy()))
     feed.assign(0)
     for _ in range(4):
         run()
@@ -216,11 +213,12 @@ LOSS_SCALING = textwrap.dedent("""
 @needs_tf
 def test_float16_loss_scaling_skips_a_step_on_every_replica_or_none():
     """amp_fp16 runs on GPUs only in the harness; its step is checked here on two CPU replicas. Keras's
-    LossScaleOptimizer decides "finite?" on each replica's local gradients; when only one replica's
-    overflow, the exchange's verdict makes both skip the step (otherwise one would wait forever in the
-    all-reduce the other skipped), the loss scale halves, and later finite steps train, replicas equal."""
+    LossScaleOptimizer wraps the recipe's optimizer; when only one replica's gradients overflow, both
+    replicas skip the step (none waits in an all-reduce the other skipped, no NaN reaches the weights),
+    the loss scale halves, and later finite steps train with the replicas equal."""
     found = json.loads(_python(LOSS_SCALING))
     assert found["compute_dtype"] == "float16"
     assert found["skipped"] is True
     assert found["scales"][1] == found["scales"][0] / 2
+    assert found["scales"][-1] == found["scales"][-2]  # settled: finite gradients at this scale
     assert found["moved"] is True and found["replicas_equal"] is True

@@ -143,15 +143,11 @@ class GradientExchange:
     rank's computation is XLA-compiled, which a wrapped tape inside the compiled function cannot be).
     ``share``: factor on this rank's gradient (L2 term included) before the optimizer; 1/replicas
     under tf.distribute, whose Keras optimizer sums the replicas' gradients in ``apply_gradients``.
-    ``all_finite``: turns this rank's "my gradients are finite" into every rank's verdict, where the
-    optimizer's loss scaling would otherwise decide on local gradients (tf.distribute: a rank that
-    skipped the step would leave the others waiting in the all-reduce it did not join).
     """
 
     wrap_tape: Callable[[tf.GradientTape], Any] = lambda tape: tape
     reduce: Callable[[list], list] = lambda grads: grads
     share: float = 1.0
-    all_finite: Callable[[tf.Tensor], tf.Tensor] | None = None
 
 
 def build_train_step(workload: Workload, model: keras.Model, optimization: Optimization,
@@ -195,10 +191,6 @@ def build_train_step(workload: Workload, model: keras.Model, optimization: Optim
             grads = [g + factor * tf.cast(s, g.dtype) for g, s in zip(grads, sources)]
         if share != 1.0:
             grads = [g * share for g in grads]
-        if scaled and exchange.all_finite is not None:
-            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
-            poison = tf.where(exchange.all_finite(finite), 0.0, float("nan"))  # every rank skips, or none
-            grads = [g + poison for g in grads]
         optimizer.apply_gradients(zip(grads, variables))
         return loss
 

@@ -60,13 +60,9 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
     batch = training.synthetic_batch(spec.workload, spec.workload_options, spec.batch_per_worker, spec.seed, rank)
 
-    def all_finite(finite: tf.Tensor) -> tf.Tensor:  # amp_fp16: are every replica's gradients finite?
-        context = tf.distribute.get_replica_context()
-        return tf.equal(context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32)), 0.0)
-
     # Keras's optimizer sums the replicas' gradients in apply_gradients: each contributes 1/world
     local_step = training.build_train_step(spec.workload, model, optimization,
-                                           training.GradientExchange(share=1.0 / world, all_finite=all_finite),
+                                           training.GradientExchange(share=1.0 / world),
                                            jit_compile=spec.compile == Compile.ON)
 
     @tf.function
