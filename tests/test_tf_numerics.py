@@ -222,3 +222,41 @@ def test_float16_loss_scaling_skips_a_step_on_every_replica_or_none():
     assert found["scales"][1] == found["scales"][0] / 2
     assert found["scales"][-1] == found["scales"][-2]  # settled: finite gradients at this scale
     assert found["moved"] is True and found["replicas_equal"] is True
+
+
+LOSS_SCALED_L2 = textwrap.dedent("""
+    import numpy as np
+    import keras, tensorflow as tf
+    from frameworks.keras_models import training
+    from harness.axes import Precision, Size, Workload
+    from harness.equivalence import recipe
+    from harness.workloads import WORKLOADS
+
+    workload = Workload.RESNET50
+    options = WORKLOADS[workload].options(Size.TINY)
+    batch = training.synthetic_batch(workload, options, 2, 0, 0)
+
+    def trained(scaled):
+        keras.utils.set_random_seed(0)
+        model = training.build_model(workload, options)
+        optimizer = training.optimization_from_recipe(recipe(workload, 2)).optimizer
+        if scaled:  # float32 compute, so that only the loss scaling differs
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimization = training.Optimization(optimizer, l2=0.01)  # 100x the recipe's: an effect to see
+        optimization.optimizer.build(model.trainable_variables)
+        step = tf.function(training.build_train_step(workload, model, optimization))
+        for _ in range(2):
+            step(batch)
+        return [keras.ops.convert_to_numpy(v.value) for v in model.trainable_variables]
+
+    plain, scaled = trained(False), trained(True)
+    print(max(float(np.max(np.abs(a - b))) for a, b in zip(plain, scaled)), flush=True)
+""")
+
+
+@needs_tf
+def test_loss_scaling_scales_the_l2_term_with_the_gradient():
+    """The recipe's coupled L2 term is added to the scaled gradients, which the LossScaleOptimizer then
+    divides by its scale (2**15): the term must be scaled too. In float32 a power-of-two scale is exact,
+    so with it the weights match the unscaled step's; unscaled, the weight decay would all but vanish."""
+    assert float(_python(LOSS_SCALED_L2)) < 1e-6  # exactly 0.0 here; unscaled L2: 2.6e-5 apart
