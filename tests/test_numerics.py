@@ -62,10 +62,11 @@ def test_bf16_autocast_and_channels_last_train_on_two_ranks(write_scenario, tmp_
     row = _run(write_scenario, tmp_path, procs=2, precision="amp_bf16", memory_format="channels_last")
     assert (row["precision"], row["memory_format"]) == ("amp_bf16", "channels_last")
     assert row["weights_consistent"] and row.get("compile_s") is None
+    assert row["layout"] == "NHWC"  # read back from the model's convolution weights
 
 
 def test_compilation_is_timed_apart_from_the_window(write_scenario, tmp_path):
     row = _run(write_scenario, tmp_path, compile="on")
-    assert row["compile"] == "on"
+    assert row["compile"] == "on" and row["layout"] == "NCHW"  # contiguous
     assert row["compile_s"] > 0  # the first step compiled the model, before warm-up
     assert row["compile_s"] > 3 * row["step_time_p50_s"]  # compiling dwarfs a step: it was kept out

@@ -162,7 +162,8 @@ def build_train_step(workload: Workload, model: keras.Model, optimization: Optim
     outside it. XLA cannot compile the exchange here: TensorFlow 2.21 refuses collectives under XLA on
     CPU ("Collectives are not yet implemented for CPU devices when compiling with XLA", b/194942685),
     which is what MultiWorkerMirroredStrategy's all-reduce in ``apply_gradients`` becomes, and Horovod's
-    allreduce op has no XLA kernel (our build leaves out xla_mpi_ops.cc).
+    allreduce op has no XLA kernel ("No registered 'HorovodAllreduce' OpKernel for XLA_CPU_JIT devices";
+    our build leaves out xla_mpi_ops.cc). Both errors were seen with the whole step compiled.
     """
     variables = model.trainable_variables
     # Keras 3 variables as their tf.Variables: DistributedGradientTape needs those as sources
