@@ -46,7 +46,7 @@ COLUMNS: dict[str, str] = {
     "precision": "string",  # fp32 | tf32 | amp_fp16 | amp_bf16
     "memory_format": "string",  # contiguous | channels_last
     "compile": "string",  # off | on
-    "layout": "string",  # image tensor layout the convolutions ran in, as the worker read it back: NCHW | NHWC (empty: none)
+    "layout": "string",  # layout the convolutions ran in, as the worker read it back: NCHW | NHWC (empty: none)
     "hosts": "string",  # JSON list: the hosts the ranks ran on, as they reported
     "image": "string",  # the container image the ranks ran in (ROSETTA_IMAGE), if any
     "device_requested": "string",
