@@ -169,12 +169,16 @@ LOADER_HEADER = ("\n## Loader-only vs raw read, local disk (benchmarks/loader.py
                  "| when (UTC) | machine | dataset | rounds | raw read images/s | loader images/s, 0 workers | "
                  "loader images/s, 2 workers | loader (2) / raw |\n|---|---|---|---|---|---|---|---|\n")
 
+FRAMEWORKS_NOTE = ("tf.data decodes only the crop's window (tf.io.decode_and_crop_jpeg); Chainer and PyTorch run "
+                   "the same Pillow decode and augment code (frameworks/image_input.py), so the gap between them "
+                   "is in the loaders themselves, not traced further. On 2 cores shared with other jobs the rounds "
+                   "spread widely.")
 FRAMEWORKS_HEADER = ("\n## Loader-only across frameworks, local disk (benchmarks/loader.py --frameworks; medians over "
                      "rounds)\n\nEach framework's own input path alone, no model: the same JPEGs, shard, decode, random "
                      "resized crop (frameworks/image_input.AUGMENT), flip and normalize. PyTorch: DataLoader with W worker "
                      "processes (Pillow); tf.data: W parallel map threads (tf.io.decode_and_crop_jpeg, reads in a "
                      "tf.py_function); Chainer: MultiprocessIterator with W processes (Pillow). Each measurement in a "
-                     "fresh interpreter, frameworks interleaved round by round.\n\n"
+                     "fresh interpreter, frameworks interleaved round by round. " + FRAMEWORKS_NOTE + "\n\n"
                      "| when (UTC) | machine | dataset | workers W | rounds | torch images/s | tf.data images/s | "
                      "chainer images/s | tf.data / torch | chainer / torch |\n|---|---|---|---|---|---|---|---|---|---|\n")
 
