@@ -173,14 +173,15 @@ FRAMEWORKS_NOTE = ("tf.data decodes only the crop's window (tf.io.decode_and_cro
                    "the same Pillow decode and augment code (frameworks/image_input.py), so the gap between them "
                    "is in the loaders themselves, not traced further. On 2 cores shared with other jobs the rounds "
                    "spread widely.")
-FRAMEWORKS_HEADER = ("\n## Loader-only across frameworks, local disk (benchmarks/loader.py --frameworks; medians over "
-                     "rounds)\n\nEach framework's own input path alone, no model: the same JPEGs, shard, decode, random "
-                     "resized crop (frameworks/image_input.AUGMENT), flip and normalize. PyTorch: DataLoader with W worker "
-                     "processes (Pillow); tf.data: W parallel map threads (tf.io.decode_and_crop_jpeg, reads in a "
-                     "tf.py_function); Chainer: MultiprocessIterator with W processes (Pillow). Each measurement in a "
-                     "fresh interpreter, frameworks interleaved round by round. " + FRAMEWORKS_NOTE + "\n\n"
-                     "| when (UTC) | machine | dataset | workers W | rounds | torch images/s | tf.data images/s | "
-                     "chainer images/s | tf.data / torch | chainer / torch |\n|---|---|---|---|---|---|---|---|---|---|\n")
+FRAMEWORKS_HEADER = (
+    "\n## Loader-only across frameworks, local disk (benchmarks/loader.py --frameworks; medians over rounds)\n\n"
+    "Each framework's own input path alone, no model: the same JPEGs, shard, decode, random resized crop "
+    "(frameworks/image_input.AUGMENT), flip and normalize. PyTorch: DataLoader with W worker processes (Pillow); "
+    "tf.data: W parallel map threads (tf.io.decode_and_crop_jpeg, reads in a tf.py_function); Chainer: "
+    "MultiprocessIterator with W processes (Pillow). Each measurement in a fresh interpreter, frameworks "
+    "interleaved round by round. " + FRAMEWORKS_NOTE + "\n\n"
+    "| when (UTC) | machine | dataset | workers W | rounds | torch images/s | tf.data images/s | chainer images/s | "
+    "tf.data / torch | chainer / torch |\n|---|---|---|---|---|---|---|---|---|---|\n")
 
 
 if __name__ == "__main__":
