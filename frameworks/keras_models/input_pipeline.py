@@ -15,8 +15,8 @@ three frameworks augment alike; tf.image.sample_distorted_bounding_box samples a
 falls back to the whole image. decode_and_crop_jpeg decodes only the crop's window (TensorFlow's fast
 path). The resize is bilinear with antialiasing, as Pillow's. Output NHWC float32 (the models are
 channels-last). The tf.data runtime gets ``loader_workers`` threads of its own and autotuning is off,
-so the pipeline uses the CPU the setting says; ``loader_workers = 0`` reads in the training thread,
-one sample after the other, when the step asks (no prefetch), as a DataLoader without workers does.
+so the pipeline uses the CPU the setting says; ``loader_workers = 0`` reads one sample after the other
+only when the step asks for a batch (sequential map, no prefetch), as a DataLoader without workers does.
 """
 
 from __future__ import annotations
