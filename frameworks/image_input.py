@@ -16,8 +16,10 @@ training loop consumed), ``staging_s``, ``cached_objects()`` and ``loader_only(b
 
 from __future__ import annotations
 
+import copy
 import io
 import math
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +116,24 @@ class Shard:
                                          float(options["verify_fraction"]), seed=spec.seed)
         self.loader_workers = int(options["loader_workers"])
         self.image_size = int(spec.workload_options["image_size"])
+        self._threads = threading.local()
+
+    def __getstate__(self):
+        return {**self.__dict__, "_threads": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _threads=threading.local())
+
+    def thread_store(self) -> storage.Store:
+        """The calling thread's Store: not every file-system client is documented thread-safe (harness.nfs_fs:
+        one libnfs context is not; its SWIG calls hold the GIL, which serializes them in practice, but
+        nothing promises it), so each loader thread (tf.data's) opens its own, as each loader process does."""
+        if threading.current_thread() is threading.main_thread():
+            return self.store
+        store = getattr(self._threads, "store", None)
+        if store is None:
+            store = self._threads.store = copy.copy(self.store)  # unopened: it opens its file system on first read
+        return store
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -128,9 +148,10 @@ class Shard:
         Returns the check's count rather than relying on ``Verifier.verified``: in loader processes
         that counter lives in another process, in loader threads another read may move it meanwhile."""
         rel = self.samples[index]["file"]
-        data = self.store.read(rel)
+        store = self.thread_store()
+        data = store.read(rel)
         checked = rel in self.verifier.expected
-        self.verifier.check(self.store, rel, data)  # wrong bytes raise: the run fails, naming both
+        self.verifier.check(store, rel, data)  # wrong bytes raise: the run fails, naming both
         return data, int(checked)
 
     def cached_objects(self) -> int | None:

@@ -60,6 +60,28 @@ def test_shards_split_the_dataset_and_check_what_they_read(dataset):
     assert sum(half.read(i)[1] for i in range(len(half))) == 5  # half of the 10 objects are checked
 
 
+def test_each_loader_thread_reads_through_its_own_store(dataset):
+    import pickle
+    import threading
+
+    root, _ = dataset
+    shard = image_input.Shard(_spec(root), 0, 1)
+    seen = []
+
+    def read() -> None:
+        shard.read(0)
+        seen.append(shard.thread_store())
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert shard.thread_store() is shard.store  # the training thread's own
+    assert len({id(s) for s in seen + [shard.store]}) == 3 and all(s._fs is not shard.store._fs for s in seen)
+    assert pickle.loads(pickle.dumps(shard)).read(1)[0] == shard.read(1)[0]  # picklable (loader processes)
+
+
 def test_a_shard_names_backend_and_object_of_wrong_bytes(dataset, tmp_path):
     import shutil
 

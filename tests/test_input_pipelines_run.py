@@ -147,3 +147,32 @@ loader_workers = 2
     _check_real_data_row(rows[0])
     assert rows[0]["storage"] == "s3" and rows[0]["read_mb_s"] > 0
     assert secret not in json.dumps({k: str(v) for k, v in rows[0].items()})
+
+
+@needs_tf
+def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(dataset, write_scenario, tmp_path):
+    """NFS-Ganesha exports the dataset over NFSv4; tf.data's 2 loader threads read it, each with its own
+    libnfs context (frameworks.image_input.Shard.thread_store)."""
+    try:
+        import libnfs  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
+    export = tmp_path / "export"
+    shutil.copytree(dataset, export / "imagenet")
+    try:
+        server = storage_servers.nfs_ganesha(export, tmp_path / "ganesha")
+        url = server.__enter__()
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
+    try:
+        text = BASE.format(framework='"tf_mwms"', procs=1, storage="nfs") + f"""
+[storage_options.nfs]
+url = "{url}/imagenet"
+verify_fraction = 1.0
+loader_workers = 2
+"""
+        rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    finally:
+        server.__exit__(None, None, None)
+    _check_real_data_row(rows[0])
+    assert json.loads(rows[0]["spec"])["storage_options"]["url"].startswith("nfs://127.0.0.1:")

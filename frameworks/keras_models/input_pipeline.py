@@ -81,7 +81,6 @@ class Pipeline:
         self.shard = Shard(spec, rank, world)
         self.store, self.staging_s = self.shard.store, self.shard.staging_s
         self.batch = spec.batch_per_worker
-        self.store.fs  # opened here, once, not by several loader threads at the same moment
         self.dataset = self._build(self.shard, self.batch, spec.seed * 1000 + rank)
         self._iter = iter(self.dataset)
         self.bytes_read = 0
