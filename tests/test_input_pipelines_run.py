@@ -37,7 +37,7 @@ workload = "resnet50"
 size = "tiny"
 procs_per_node = {procs}
 batch_per_worker = 2
-storage = "{storage}"
+storage = {storage}
 """
 
 
@@ -80,7 +80,7 @@ def _check_real_data_row(row):
 
 @needs_tf
 def test_tf_mwms_trains_on_real_images_through_tf_data(dataset, write_scenario, tmp_path):
-    text = BASE.format(framework='"tf_mwms"', procs="[1, 2]", storage="local") + _local(dataset, workers=2)
+    text = BASE.format(framework='"tf_mwms"', procs="[1, 2]", storage='"local"') + _local(dataset, workers=2)
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
     for row in rows:
@@ -90,7 +90,7 @@ def test_tf_mwms_trains_on_real_images_through_tf_data(dataset, write_scenario, 
 @needs_horovod
 def test_horovod_tf_trains_on_real_images_through_tf_data(dataset, write_scenario, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # horovodrun
-    text = BASE.format(framework='"horovod_tf"', procs=2, storage="local") + _local(dataset, workers=0)
+    text = BASE.format(framework='"horovod_tf"', procs=2, storage='"local"') + _local(dataset, workers=0)
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     _check_real_data_row(rows[0])
 
@@ -98,7 +98,7 @@ def test_horovod_tf_trains_on_real_images_through_tf_data(dataset, write_scenari
 @needs_chainer
 def test_chainer_trains_on_real_images_through_a_multiprocess_iterator(dataset, write_scenario, tmp_path):
     """2 MPI ranks, each with 2 iterator processes forked after MPI_Init."""
-    text = BASE.format(framework='"chainer"', procs=2, storage="local") + _local(dataset, workers=2)
+    text = BASE.format(framework='"chainer"', procs=2, storage='"local"') + _local(dataset, workers=2)
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     _check_real_data_row(rows[0])
     assert rows[0]["launcher"] == "mpirun"
@@ -112,7 +112,7 @@ def test_corrupted_object_fails_tf_and_chainer_runs_naming_backend_and_object(tm
     victim = manifest["samples"][0]["file"]
     (root / victim).write_bytes((root / victim).read_bytes()[:-100])  # still a JPEG start, wrong bytes
     frameworks = [f for f, missing in (("tf_mwms", TF_MISSING), ("chainer", CHAINER_MISSING)) if not missing]
-    text = BASE.format(framework=json.dumps(frameworks), procs=1, storage="local") + _local(root, workers=1)
+    text = BASE.format(framework=json.dumps(frameworks), procs=1, storage='"local"') + _local(root, workers=1)
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert [r["framework"] for r in rows] == frameworks
     for row in rows:
@@ -134,7 +134,7 @@ def test_tf_mwms_reads_from_s3(dataset, write_scenario, tmp_path, monkeypatch):
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
         storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
         storage.upload(dataset, "s3", {"url": "s3://bench/imagenet", "endpoint_url": endpoint})
-        text = BASE.format(framework='"tf_mwms"', procs=1, storage="s3") + f"""
+        text = BASE.format(framework='"tf_mwms"', procs=1, storage='"s3"') + f"""
 [storage_options.s3]
 url = "s3://bench/imagenet"
 endpoint_url = "{endpoint}"
@@ -165,7 +165,7 @@ def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(dataset, write
     except storage_servers.Unavailable as exc:
         pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
     try:
-        text = BASE.format(framework='"tf_mwms"', procs=1, storage="nfs") + f"""
+        text = BASE.format(framework='"tf_mwms"', procs=1, storage='"nfs"') + f"""
 [storage_options.nfs]
 url = "{url}/imagenet"
 verify_fraction = 1.0
@@ -176,3 +176,29 @@ loader_workers = 2
         server.__exit__(None, None, None)
     _check_real_data_row(rows[0])
     assert json.loads(rows[0]["spec"])["storage_options"]["url"].startswith("nfs://127.0.0.1:")
+
+
+@pytest.mark.skipif(TF_MISSING and bool(CHAINER_MISSING), reason="neither tensorflow nor chainer is installed")
+def test_cold_and_warm_cache_in_front_of_a_folder(dataset, write_scenario, tmp_path):
+    """fsspec's filecache, emptied before the cold run and filled before the warm run's window: tf.data's
+    threads and Chainer's processes each open their own cache object on the rank's cache folder."""
+    frameworks = [f for f, missing in (("tf_mwms", TF_MISSING), ("chainer", CHAINER_MISSING)) if not missing]
+    text = BASE.format(framework=json.dumps(frameworks), procs=1, storage='["cached", "cached_warm"]')
+    for name in ("cached", "cached_warm"):
+        text += f"""
+[storage_options.{name}]
+url = "{dataset}"
+remote = "local"
+cache_dir = "{tmp_path / name}"
+verify_fraction = 1.0
+loader_workers = 2
+"""
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert len(rows) == 2 * len(frameworks)
+    for row in rows:
+        assert row["status"] == "ok", row.get("reason")
+        # 12 objects; before the window at most 1 consumed + 2 prefetched batches + 2 in flight are cached
+        if row["storage"] == "cached":
+            assert row["cache_hit_rate"] < 1.0, row["framework"]
+        else:
+            assert row["cache_hit_rate"] == 1.0, row["framework"]
