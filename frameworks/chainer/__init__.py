@@ -15,7 +15,7 @@ INFO = FrameworkInfo(
     requires=("chainer", "mpi4py"),
     workloads=(Workload.RESNET50,),
     strategies=(Strategy.ALLREDUCE,),  # ChainerMN's multi-node optimizer: mean gradient every step
-    storage=(Storage.SYNTHETIC,),
+    storage=tuple(Storage),  # real data: resnet50 images through a MultiprocessIterator (input_pipeline.py)
     # cuda needs CuPy 7 (Chainer 7.8.1's range), which has no build for current CUDA and Python 3.11:
     # declared for completeness, the worker says why when CuPy is missing
     devices=(Device.CPU, Device.CUDA),

@@ -33,9 +33,10 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
+from frameworks import image_input  # noqa: E402
 from frameworks.chainer.models import build_model, loss_of, parameter_count  # noqa: E402
 from frameworks.chainer.training import optimizer_from_recipe, to_chainer, weights_checksum  # noqa: E402
-from harness.axes import Device  # noqa: E402
+from harness.axes import Device, Storage  # noqa: E402
 from harness.equivalence import fixed_batch, recipe  # noqa: E402
 from harness.events import EventWriter  # noqa: E402
 from harness.measure import run_measured_loop  # noqa: E402
@@ -110,19 +111,38 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     # training. The weights were broadcast just above: record the parameter set as seen, so that every
     # step averages gradients and updates, as in every other framework.
     optimizer.is_changed(model)
-    batch = to_chainer(fixed_batch(spec.workload, spec.workload_options, spec.batch_per_worker,
-                                   seed=spec.seed * 1000 + rank), send=device.send)
+    pipeline, meter = None, None
+    if spec.storage == Storage.SYNTHETIC:
+        batch = to_chainer(fixed_batch(spec.workload, spec.workload_options, spec.batch_per_worker,
+                                       seed=spec.seed * 1000 + rank), send=device.send)
+        next_batch = lambda: batch  # noqa: E731
+    else:  # real JPEGs from storage through a Chainer iterator (input_pipeline.py), each wait timed
+        from frameworks.chainer.input_pipeline import Pipeline
+
+        pipeline = Pipeline(spec, rank, world)
+        if spec.storage == Storage.CACHED_WARM:
+            pipeline.fill_cache()
+        meter = image_input.StallMeter(pipeline)
+
+        def next_batch() -> dict:
+            images, labels = meter.next_batch(pipeline.next)
+            return {"images": device.send(images), "labels": device.send(labels)}
 
     def step() -> np.ndarray:  # the loss, left on the device until the window ends
         model.cleargrads()
+        batch = next_batch()
         loss = loss_of(model, batch["images"], batch["labels"])
         loss.backward()
         optimizer.update()  # mean gradient over ranks (comm.multi_node_mean_grad), WeightDecay, MomentumSGD
         return loss.array
 
-    run_measured_loop(step, sync=sync, barrier=comm.mpi_comm.Barrier, warmup_steps=spec.warmup_steps,
-                      measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker, events=events,
-                      loss_value=lambda a: float(a))
+    window = run_measured_loop(step, sync=sync, barrier=comm.mpi_comm.Barrier, warmup_steps=spec.warmup_steps,
+                               measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
+                               events=events, loss_value=lambda a: float(a),
+                               between_steps=meter.between_steps(spec.warmup_steps) if meter else None)
+    if meter is not None:
+        events.emit("data", **meter.record(window, spec.measured_steps))
+        pipeline.close()
     # every parameter's gradient is allreduced every step: the dense fp32 bytes
     dense = sum(param.size * param.dtype.itemsize for param in model.params())
     events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)

@@ -15,7 +15,7 @@ INFO = FrameworkInfo(
     requires=("horovod", "tensorflow", "keras"),  # the first is the row's framework_version
     workloads=(Workload.RESNET50, Workload.BERT),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
-    storage=(Storage.SYNTHETIC,),
+    storage=tuple(Storage),  # real data: resnet50 images through tf.data (keras_models/input_pipeline.py)
     devices=(Device.CPU,),  # the Horovod wheel is built without NCCL (tools/install_horovod.py)
     # Keras policies (frameworks/keras_models/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
     # every other precision), amp_fp16 = mixed_float16 + LossScaleOptimizer, amp_bf16 = mixed_bfloat16;

@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 
-from frameworks.keras_models import runtime, training
+from frameworks import image_input
+from frameworks.keras_models import input_pipeline, runtime, training
 from harness.axes import Compile, Device, Strategy
 from harness.equivalence import recipe
 from harness.events import EventWriter
@@ -36,6 +37,10 @@ def controller() -> str:
 def main(spec: RunSpec, events: EventWriter) -> None:
     if spec.device == Device.CUDA:
         raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
+    skip = image_input.unsupported(spec, "horovod_tf")
+    if skip:
+        events.emit("skip", reason=skip)
+        return
     threads = runtime.configure_threads()
     runtime.resolve_device(Device.CPU, 0)
     unavailable = runtime.precision_unavailable(spec.precision, "cpu")
@@ -55,7 +60,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
     # every rank starts from rank 0's weights (BatchNorm statistics too); fresh optimizer slots are zeros
     hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
-    batch = training.synthetic_batch(spec.workload, spec.workload_options, spec.batch_per_worker, spec.seed, rank)
+    feed = input_pipeline.Feed(spec, rank, world)  # the synthetic batch, or real images through tf.data
 
     def distributed(tape: tf.GradientTape) -> hvd.DistributedGradientTape:
         # sparse_as_dense: embedding gradients all-reduced dense, as PyTorch DDP and tf_mwms do
@@ -77,10 +82,12 @@ def main(spec: RunSpec, events: EventWriter) -> None:
             raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
 
     if spec.compile == Compile.ON:
-        events.emit("compile", seconds=runtime.compile_first_step(lambda: step(batch), lambda: None))
-    run_measured_loop(lambda: step(batch), sync=lambda: None, barrier=barrier, warmup_steps=spec.warmup_steps,
-                      measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker, events=events,
-                      loss_value=lambda t: float(t))
+        events.emit("compile", seconds=runtime.compile_first_step(lambda: step(feed.next()), lambda: None))
+    window = run_measured_loop(lambda: step(feed.next()), sync=lambda: None, barrier=barrier,
+                               warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
+                               samples_per_step=spec.batch_per_worker, events=events, loss_value=lambda t: float(t),
+                               between_steps=feed.between_steps())
+    feed.emit_data(events, window)
     values = int(sum(np.prod(v.shape) for v in model.trainable_variables))
     events.emit("comm", bytes_per_step=values * WIRE_BYTES[spec.strategy],
                 dense_bytes_per_step=runtime.dense_bytes(model.trainable_variables))

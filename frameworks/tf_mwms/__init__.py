@@ -12,7 +12,7 @@ INFO = FrameworkInfo(
     requires=("tensorflow", "keras"),
     workloads=(Workload.RESNET50, Workload.BERT),
     strategies=(Strategy.ALLREDUCE,),
-    storage=(Storage.SYNTHETIC,),
+    storage=tuple(Storage),  # real data: resnet50 images through tf.data (keras_models/input_pipeline.py)
     devices=(Device.CPU, Device.CUDA),
     # Keras policies (frameworks/keras_models/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
     # every other precision), amp_fp16 = mixed_float16 + LossScaleOptimizer, amp_bf16 = mixed_bfloat16;

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from frameworks.keras_models import runtime, training
+from frameworks import image_input
+from frameworks.keras_models import input_pipeline, runtime, training
 from frameworks.tf_mwms import cluster
 from harness.axes import Compile
 from harness.equivalence import recipe
@@ -38,6 +39,10 @@ def make_strategy(spec: RunSpec, events: EventWriter, rank: int, world: int,
 
 def main(spec: RunSpec, events: EventWriter) -> None:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    skip = image_input.unsupported(spec, "tf_mwms")
+    if skip:  # before the strategy: every rank says so and leaves, none waits for another
+        events.emit("skip", reason=skip)
+        return
     threads = runtime.configure_threads()
     device_kind = runtime.resolve_device(spec.device, int(os.environ.get("LOCAL_RANK", 0)))
     unavailable = runtime.precision_unavailable(spec.precision, device_kind)
@@ -58,15 +63,15 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         optimization = training.with_loss_scaling(training.optimization_from_recipe(
             recipe(spec.workload, spec.global_batch, spec.workload_options)), spec.precision)
         optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
-    batch = training.synthetic_batch(spec.workload, spec.workload_options, spec.batch_per_worker, spec.seed, rank)
-
+    # after the strategy: MultiWorkerMirroredStrategy must be created before TensorFlow's first op
+    feed = input_pipeline.Feed(spec, rank, world)  # the synthetic batch, or real images through tf.data
     # Keras's optimizer sums the replicas' gradients in apply_gradients: each contributes 1/world
     local_step = training.build_train_step(spec.workload, model, optimization,
                                            training.GradientExchange(share=1.0 / world),
                                            jit_compile=spec.compile == Compile.ON)
 
     @tf.function
-    def step() -> tf.Tensor:
+    def train(batch) -> tf.Tensor:  # one trace: every batch has the same shapes (drop_remainder)
         losses = strategy.run(local_step, args=(batch,))
         # this rank's own loss, as the other frameworks record it: no extra collective per step
         return strategy.experimental_local_results(losses)[0]
@@ -81,10 +86,13 @@ def main(spec: RunSpec, events: EventWriter) -> None:
             raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
 
     if spec.compile == Compile.ON:
-        events.emit("compile", seconds=runtime.compile_first_step(step, runtime.device_sync(device_kind)))
-    run_measured_loop(step, sync=runtime.device_sync(device_kind), barrier=barrier,
-                      warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
-                      samples_per_step=spec.batch_per_worker, events=events, loss_value=lambda t: float(t))
+        events.emit("compile", seconds=runtime.compile_first_step(lambda: train(feed.next()),
+                                                                  runtime.device_sync(device_kind)))
+    window = run_measured_loop(lambda: train(feed.next()), sync=runtime.device_sync(device_kind), barrier=barrier,
+                               warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
+                               samples_per_step=spec.batch_per_worker, events=events, loss_value=lambda t: float(t),
+                               between_steps=feed.between_steps())
+    feed.emit_data(events, window)
     dense = runtime.dense_bytes(model.trainable_variables)
     events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)
     events.emit("end", weights_checksum=training.weights_checksum(model),

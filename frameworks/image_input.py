@@ -1,0 +1,216 @@
+"""Real ResNet-50 input, the parts every framework's input path shares (no deep-learning import here).
+
+- :class:`Shard`: a rank's share of a ``rosetta data make`` dataset on a storage backend: the file list
+  from the manifest, samples ``rank, rank + world, ...``, one cache folder per rank (emptied for a cold
+  ``cached`` run), the optional copy-to-local staging, and the sampled sha256 verification of reads.
+- :data:`AUGMENT`: the augmentation's parameters (Inception-style random resized crop, left-right flip),
+  one constant for the PyTorch DataLoader, tf.data and the Chainer iterator; :func:`crop_box` samples a
+  crop as torchvision's RandomResizedCrop does, :func:`decode_augment` is the Pillow + NumPy decode and
+  augment PyTorch and Chainer run (tf.data runs the same sampling in TensorFlow ops).
+- :class:`StallMeter`: the time each step waited for its batch, and the run's ``data`` record
+  (harness.collect.data_fields makes the row's data_stall_frac, read_mb_s, loader_throughput, ... of it).
+
+A framework's pipeline object offers ``bytes_read``, ``objects_read``, ``verified`` (counts of what the
+training loop consumed), ``staging_s``, ``cached_objects()`` and ``loader_only(batches)`` (samples/s).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from harness import datagen, storage
+from harness.axes import Storage, Workload
+from harness.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """Random resized crop (Szegedy et al. 2015; torchvision's RandomResizedCrop) then a left-right flip."""
+
+    scale: tuple[float, float] = (0.08, 1.0)  # crop area as a fraction of the image's, sampled uniformly
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)  # crop aspect (width / height), sampled log-uniformly
+    flip: float = 0.5  # probability of mirroring left-right
+    attempts: int = 10  # crops tried before falling back to the centred square
+
+
+AUGMENT = Augmentation()
+MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255  # ImageNet channel means (0-255 scale)
+STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
+
+
+def crop_box(width: int, height: int, rng: np.random.Generator,
+             scale: tuple[float, float] = AUGMENT.scale, ratio: tuple[float, float] = AUGMENT.ratio,
+             attempts: int = AUGMENT.attempts) -> tuple[int, int, int, int]:
+    """(left, top, crop width, crop height) in pixels: a random area fraction and aspect that fit,
+    else the centred square after ``attempts`` tries (torchvision's RandomResizedCrop.get_params)."""
+    area = width * height
+    for _ in range(attempts):
+        target = area * rng.uniform(*scale)
+        aspect = math.exp(rng.uniform(math.log(ratio[0]), math.log(ratio[1])))
+        w, h = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            return int(rng.integers(0, width - w + 1)), int(rng.integers(0, height - h + 1)), w, h
+    side = min(width, height)
+    return (width - side) // 2, (height - side) // 2, side, side
+
+
+def random_resized_crop(image, size: int, rng: np.random.Generator,
+                        scale: tuple[float, float] = AUGMENT.scale, ratio: tuple[float, float] = AUGMENT.ratio):
+    """A Pillow image's random crop (:func:`crop_box`) resized to ``size`` x ``size`` (bilinear)."""
+    from PIL import Image
+
+    left, top, w, h = crop_box(image.size[0], image.size[1], rng, scale, ratio)
+    return image.resize((size, size), Image.BILINEAR, box=(left, top, left + w, top + h))
+
+
+def decode_augment(data: bytes, size: int, rng: np.random.Generator) -> np.ndarray:
+    """JPEG bytes -> a random resized crop, flipped with probability AUGMENT.flip, normalized:
+    float32 (size, size, 3), channels last (HWC)."""
+    from PIL import Image
+
+    image = random_resized_crop(Image.open(io.BytesIO(data)).convert("RGB"), size, rng)
+    pixels = np.asarray(image, dtype=np.float32)
+    if rng.random() < AUGMENT.flip:
+        pixels = pixels[:, ::-1]
+    return (pixels - MEAN) / STD
+
+
+class Shard:
+    """This rank's samples of the dataset a run's storage options point at, and how to read them.
+
+    Reading (:meth:`read`) goes through the harness's Store (fsspec); a sampled share of objects
+    (``verify_fraction``) is checked against the manifest's sha256, and wrong bytes, a missing object
+    or a server that is down raise :class:`harness.storage.StorageError` naming the backend and object.
+    Picklable (the Store opens its file system lazily, per process).
+    """
+
+    def __init__(self, spec: RunSpec, rank: int, world: int):
+        options = dict(spec.storage_options)
+        backend = spec.storage.value
+        self.cache_dir: Path | None = None
+        if spec.storage in (Storage.CACHED, Storage.CACHED_WARM):
+            self.cache_dir = Path(options["cache_dir"]) / f"rank{rank}"  # one cache per rank: no writer races
+            options["cache_dir"] = str(self.cache_dir)
+            if spec.storage == Storage.CACHED:
+                storage.clear_cache(self.cache_dir)  # cold: nothing cached when the run starts
+        self.store = storage.Store(backend, options)
+        manifest = datagen.read_manifest(self.store.read(datagen.MANIFEST), self.store.url(datagen.MANIFEST))
+        self.samples: list[dict[str, Any]] = manifest["samples"][rank::world]
+        if not self.samples:
+            raise storage.StorageError(f"storage {backend}: the dataset has fewer samples than ranks ({world})")
+        self.staging_s: float | None = None
+        if options.get("stage_dir"):  # copy-to-local: fetch this rank's objects first, then read locally
+            stage = Path(options["stage_dir"]) / f"rank{rank}"
+            self.staging_s = storage.copy_to_local(self.store, [s["file"] for s in self.samples], stage)
+            self.store = storage.Store("local", {"url": str(stage)})
+        self.verifier = storage.Verifier({s["file"]: s["sha256"] for s in self.samples},
+                                         float(options["verify_fraction"]), seed=spec.seed)
+        self.loader_workers = int(options["loader_workers"])
+        self.image_size = int(spec.workload_options["image_size"])
+        self._threads = threading.local()
+
+    def __getstate__(self):
+        return {**self.__dict__, "_threads": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _threads=threading.local())
+
+    def thread_store(self) -> storage.Store:
+        """The calling thread's Store: not every file-system client is documented thread-safe (harness.nfs_fs:
+        one libnfs context is not; its SWIG calls hold the GIL, which serializes them in practice, but
+        nothing promises it), so each loader thread (tf.data's) opens its own, as each loader process does."""
+        if threading.current_thread() is threading.main_thread():
+            return self.store
+        store = getattr(self._threads, "store", None)
+        if store is None:
+            store = self._threads.store = copy.copy(self.store)  # unopened: it opens its file system on first read
+        return store
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    @property
+    def labels(self) -> list[int]:
+        return [int(s["label"]) for s in self.samples]
+
+    def read(self, index: int) -> tuple[bytes, int]:
+        """Sample ``index``'s bytes and whether they were checked against the manifest (1) or not (0).
+
+        Returns the check's count rather than relying on ``Verifier.verified``: in loader processes
+        that counter lives in another process, in loader threads another read may move it meanwhile."""
+        rel = self.samples[index]["file"]
+        store = self.thread_store()
+        data = store.read(rel)
+        checked = rel in self.verifier.expected
+        self.verifier.check(store, rel, data)  # wrong bytes raise: the run fails, naming both
+        return data, int(checked)
+
+    def cached_objects(self) -> int | None:
+        """Objects in this rank's cache folder (``cached``, ``cached_warm``), else None."""
+        if self.cache_dir is None:
+            return None
+        return sum(1 for p in self.cache_dir.iterdir() if p.name != "cache") if self.cache_dir.exists() else 0
+
+    def fill_cache(self) -> None:
+        """cached_warm: read every object of the shard once (untimed), so the window runs warm."""
+        for sample in self.samples:
+            self.store.read(sample["file"])
+
+
+class StallMeter:
+    """Seconds each step waited for its batch, and the ``data`` record of the measured window."""
+
+    def __init__(self, pipeline: Any):
+        self.pipeline = pipeline
+        self.waits: list[float] = []
+        self.at_window: dict[str, Any] = {}
+
+    def next_batch(self, fetch: Callable[[], Any]) -> Any:
+        """``fetch()``'s batch, its wait timed (the batch must be usable when fetch returns)."""
+        t0 = time.perf_counter()
+        batch = fetch()
+        self.waits.append(time.perf_counter() - t0)
+        return batch
+
+    def between_steps(self, warmup_steps: int) -> Callable[[int], None]:
+        """For run_measured_loop: note the pipeline's counters when the measured window starts."""
+
+        def note(done: int) -> None:
+            if done == warmup_steps:
+                p = self.pipeline
+                self.at_window.update(bytes=p.bytes_read, objects=p.objects_read, cached=p.cached_objects(),
+                                      waits=len(self.waits))
+        if warmup_steps == 0:
+            note(0)
+        return note
+
+    def record(self, window: dict[str, float], loader_batches: int) -> dict[str, Any]:
+        """Wait, bytes and objects in the window, cache misses (new objects in the cache), then a
+        loader-only pass (no model) of ``loader_batches`` batches, after the window so it never
+        competes with training (for ``cached`` it runs over a warmer cache)."""
+        p, at = self.pipeline, self.at_window
+        cached_after = p.cached_objects()
+        out = {"data_wait_s": sum(self.waits[at["waits"]:]), "window_s": window["seconds"],
+               "bytes_read": p.bytes_read - at["bytes"], "objects_read": p.objects_read - at["objects"],
+               "cache_misses": None if cached_after is None else max(0, cached_after - at["cached"]),
+               "staging_s": p.staging_s}
+        out["loader_samples_s"] = p.loader_only(loader_batches)
+        out["objects_verified"] = p.verified
+        return out
+
+
+def unsupported(spec: RunSpec, framework: str) -> str | None:
+    """Why ``framework``'s worker cannot read this run's real data (it reads ResNet-50 images), or None."""
+    if spec.storage != Storage.SYNTHETIC and spec.workload != Workload.RESNET50:
+        return (f"storage {spec.storage.value}: {framework} reads real data for resnet50 images only, "
+                f"not for {spec.workload.value}")
+    return None

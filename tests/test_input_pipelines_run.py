@@ -1,0 +1,204 @@
+"""Real-data runs of the TensorFlow and Chainer frameworks: tf.data and a Chainer MultiprocessIterator read
+JPEGs made by `rosetta data make` through the harness's storage backends, decode and augment them, and
+train ResNet-50 on them under each framework's own launcher; nothing is mocked. The frameworks are
+imported only in their worker processes."""
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import datagen, scenario, storage, storage_servers
+from harness.runner import run_sweep
+
+TF_MISSING = importlib.util.find_spec("tensorflow") is None
+needs_tf = pytest.mark.skipif(TF_MISSING, reason="tensorflow is not installed (pip install -e '.[tf]')")
+CHAINER_MISSING = [m for m in ("chainer", "mpi4py") if importlib.util.find_spec(m) is None]
+needs_chainer = pytest.mark.skipif(bool(CHAINER_MISSING) or shutil.which("mpirun") is None,
+                                   reason="chainer + mpi4py and mpirun needed")
+needs_horovod = pytest.mark.skipif(TF_MISSING or importlib.util.find_spec("horovod") is None,
+                                   reason="tensorflow and horovod needed (tools/install_horovod.py)")
+
+BASE = """
+name = "input-run"
+[settings]
+warmup_steps = 1
+measured_steps = 3
+repeats = 1
+timeout_s = 300
+device = "cpu"
+[matrix]
+framework = {framework}
+workload = "resnet50"
+size = "tiny"
+procs_per_node = {procs}
+batch_per_worker = 2
+storage = {storage}
+"""
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("imagenet")
+    datagen.make(datagen.parse_spec({"count": 12, "classes": 3, "min_kb": 5, "max_kb": 20, "layout": "files"},
+                                    "test"), root)
+    return root
+
+
+def _local(root, workers=1) -> str:
+    return f"""
+[storage_options.local]
+url = "{root}"
+verify_fraction = 1.0
+loader_workers = {workers}
+"""
+
+
+def _data_records(row) -> list[dict]:
+    run_dir = Path(row["run_dir"])
+    return [json.loads(line) for r in range(row["world_size"])
+            for line in (run_dir / f"events-rank{r}.jsonl").read_text().splitlines()
+            if json.loads(line)["event"] == "data"]
+
+
+def _check_real_data_row(row):
+    assert row["status"] == "ok", row.get("reason")
+    records = _data_records(row)
+    assert len(records) == row["world_size"]  # every rank measured its own pipeline
+    assert 0 <= row["data_stall_frac"] <= 1
+    # each rank consumed 1 warm-up + 3 measured batches of 2 and a 3-batch loader-only pass, all checked
+    assert row["objects_verified"] == row["world_size"] * (1 + 3 + 3) * 2
+    assert all(r["objects_read"] == 3 * 2 for r in records)  # the window's batches, counted as consumed
+    assert row["read_mb_s"] * row["window_s"] == pytest.approx(sum(r["bytes_read"] for r in records) / 1e6)
+    assert row["loader_throughput"] > 0 and row["cache_hit_rate"] is None
+    assert row["weights_consistent"] is True
+
+
+@needs_tf
+def test_tf_mwms_trains_on_real_images_through_tf_data(dataset, write_scenario, tmp_path):
+    text = BASE.format(framework='"tf_mwms"', procs="[1, 2]", storage='"local"') + _local(dataset, workers=2)
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
+    for row in rows:
+        _check_real_data_row(row)
+
+
+@needs_horovod
+def test_horovod_tf_trains_on_real_images_through_tf_data(dataset, write_scenario, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # horovodrun
+    text = BASE.format(framework='"horovod_tf"', procs=2, storage='"local"') + _local(dataset, workers=0)
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    _check_real_data_row(rows[0])
+
+
+@needs_chainer
+def test_chainer_trains_on_real_images_through_a_multiprocess_iterator(dataset, write_scenario, tmp_path):
+    """2 MPI ranks, each with 2 iterator processes forked after MPI_Init."""
+    text = BASE.format(framework='"chainer"', procs=2, storage='"local"') + _local(dataset, workers=2)
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    _check_real_data_row(rows[0])
+    assert rows[0]["launcher"] == "mpirun"
+
+
+@pytest.mark.skipif(TF_MISSING and bool(CHAINER_MISSING), reason="neither tensorflow nor chainer is installed")
+def test_corrupted_object_fails_tf_and_chainer_runs_naming_backend_and_object(tmp_path, write_scenario):
+    root = tmp_path / "d"
+    manifest = datagen.make(datagen.parse_spec({"count": 4, "classes": 2, "min_kb": 5, "max_kb": 10,
+                                                "layout": "files"}, "t"), root)
+    victim = manifest["samples"][0]["file"]
+    (root / victim).write_bytes((root / victim).read_bytes()[:-100])  # still a JPEG start, wrong bytes
+    frameworks = [f for f, missing in (("tf_mwms", TF_MISSING), ("chainer", CHAINER_MISSING)) if not missing]
+    text = BASE.format(framework=json.dumps(frameworks), procs=1, storage='"local"') + _local(root, workers=1)
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert [r["framework"] for r in rows] == frameworks
+    for row in rows:
+        assert row["status"] == "failed", row
+        assert f"storage local: object local:{root}/{victim} failed its checksum" in row["reason"], row["reason"]
+
+
+@needs_tf
+def test_tf_mwms_reads_from_s3(dataset, write_scenario, tmp_path, monkeypatch):
+    """SeaweedFS serves the dataset over S3; tf.data reads it through s3fs (the Store) in its threads."""
+    key, secret = "rosetta-tf", "rosetta-tf-secret-value"
+    try:
+        server = storage_servers.seaweedfs(tmp_path / "weed", key, secret)
+        endpoint = server.__enter__()
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"S3 server (SeaweedFS) unavailable: {exc}")
+    try:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+        storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
+        storage.upload(dataset, "s3", {"url": "s3://bench/imagenet", "endpoint_url": endpoint})
+        text = BASE.format(framework='"tf_mwms"', procs=1, storage='"s3"') + f"""
+[storage_options.s3]
+url = "s3://bench/imagenet"
+endpoint_url = "{endpoint}"
+verify_fraction = 1.0
+loader_workers = 2
+"""
+        rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    finally:
+        server.__exit__(None, None, None)
+    _check_real_data_row(rows[0])
+    assert rows[0]["storage"] == "s3" and rows[0]["read_mb_s"] > 0
+    assert secret not in json.dumps({k: str(v) for k, v in rows[0].items()})
+
+
+@needs_tf
+def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(dataset, write_scenario, tmp_path):
+    """NFS-Ganesha exports the dataset over NFSv4; tf.data's 2 loader threads read it, each with its own
+    libnfs context (frameworks.image_input.Shard.thread_store)."""
+    try:
+        import libnfs  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
+    export = tmp_path / "export"
+    shutil.copytree(dataset, export / "imagenet")
+    try:
+        server = storage_servers.nfs_ganesha(export, tmp_path / "ganesha")
+        url = server.__enter__()
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
+    try:
+        text = BASE.format(framework='"tf_mwms"', procs=1, storage='"nfs"') + f"""
+[storage_options.nfs]
+url = "{url}/imagenet"
+verify_fraction = 1.0
+loader_workers = 2
+"""
+        rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    finally:
+        server.__exit__(None, None, None)
+    _check_real_data_row(rows[0])
+    assert json.loads(rows[0]["spec"])["storage_options"]["url"].startswith("nfs://127.0.0.1:")
+
+
+@pytest.mark.skipif(TF_MISSING and bool(CHAINER_MISSING), reason="neither tensorflow nor chainer is installed")
+def test_cold_and_warm_cache_in_front_of_a_folder(dataset, write_scenario, tmp_path):
+    """fsspec's filecache, emptied before the cold run and filled before the warm run's window: tf.data's
+    threads and Chainer's processes each open their own cache object on the rank's cache folder."""
+    frameworks = [f for f, missing in (("tf_mwms", TF_MISSING), ("chainer", CHAINER_MISSING)) if not missing]
+    text = BASE.format(framework=json.dumps(frameworks), procs=1, storage='["cached", "cached_warm"]')
+    for name in ("cached", "cached_warm"):
+        text += f"""
+[storage_options.{name}]
+url = "{dataset}"
+remote = "local"
+cache_dir = "{tmp_path / name}"
+verify_fraction = 1.0
+loader_workers = 2
+"""
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert len(rows) == 2 * len(frameworks)
+    for row in rows:
+        assert row["status"] == "ok", row.get("reason")
+        # 12 objects; before the window at most 1 consumed + 2 prefetched batches + 2 in flight are cached
+        if row["storage"] == "cached":
+            assert row["cache_hit_rate"] < 1.0, row["framework"]
+        else:
+            assert row["cache_hit_rate"] == 1.0, row["framework"]
