@@ -183,18 +183,20 @@ class Pipeline:
             raise storage.StorageError(f"storage {backend}: {where} is a {self.kind} dataset; workload "
                                        f"{spec.workload.value} reads a {wanted} one (rosetta data make DIR --kind "
                                        f"{wanted})")
-        layout = str(options.get("layout") or storage.Layout.FILES.value)
+        layout = storage.Layout(options.get("layout") or storage.Layout.FILES)  # an Enum in process, a str in a spec
         if self.kind == "bert":
             _check_text_matches(manifest["spec"], spec, backend, where)
             units, unit_name = manifest["partitions"], "partitions"
-        elif layout == storage.Layout.SHARDS.value:
+        elif layout == storage.Layout.SHARDS:
             units, unit_name = manifest["shards"], "shards"
         else:
             units, unit_name = manifest["samples"], "samples"
         mine = units[rank::world]  # every rank its own
         if not mine:
             raise storage.StorageError(f"storage {backend}: the dataset at {where} has {len(units)} {unit_name}, "
-                                       f"fewer than the {world} ranks")
+                                       f"fewer than the {world} ranks"
+                                       + (" (tar shards: rosetta data make --layout shards or both)"
+                                          if unit_name == "shards" and not units else ""))
         rels = [u["file"] if unit_name == "samples" else u["path"] for u in mine]
         self.objects = rels
         self.staging_s = None

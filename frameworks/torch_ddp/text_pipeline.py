@@ -69,19 +69,27 @@ class TokenPartitions(torch.utils.data.IterableDataset):
             epoch += 1000  # an endless stream: the next epoch in this pass, distinct from later passes'
 
     def _stream(self, rel: str) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-        """Blocks of one partition with the bytes they cost; the checksum at its end (sampled ones)."""
+        """Blocks of one partition with the bytes they cost. One block is read ahead, so that the end of
+        the partition (and the checksum of a sampled one) is reached before its last block is handed out:
+        a bad partition fails before its last records are trained on, and the count rides on them."""
         with self.store.open(rel, digest=self.verifier.wants(rel)) as reader:
-            seen, first = 0, True
+            seen, first, held = 0, True, None
             try:
                 for records in textdata.iter_blocks(reader, self.seq_len, self.max_pred, self.vocab, self.block):
-                    stats = stats_tensor(reader.size - seen, int(first), 0)
+                    if held is not None:
+                        yield held
+                    # frombuffer is read-only; the shuffle needs a copy anyway
+                    held = (records.copy(), stats_tensor(reader.size - seen, int(first), 0))
                     seen, first = reader.size, False
-                    yield records.copy(), stats  # frombuffer is read-only; the shuffle needs a copy anyway
             except textdata.MalformedPartition as exc:
                 raise storage.StorageError(f"storage {self.store.backend}: object {self.store.url(rel)} "
                                            f"is not a valid partition: {exc}") from None
+            verified = 0
             if reader.hash is not None:
-                before = self.verifier.verified
                 self.verifier.check_digest(self.store, rel, reader.hash.hexdigest(), reader.size)
-                yield np.zeros(0, dtype=textdata.record_dtype(self.seq_len, self.max_pred)), \
-                    stats_tensor(reader.size - seen, 0, self.verifier.verified - before)
+                verified = 1
+            tail = stats_tensor(reader.size - seen, 0, verified)
+            if held is None:  # a partition of no records
+                yield np.zeros(0, dtype=textdata.record_dtype(self.seq_len, self.max_pred)), tail
+            else:
+                yield held[0], held[1] + tail
