@@ -112,19 +112,21 @@ class ImageShards(torch.utils.data.IterableDataset):
         while mine:
             rng = np.random.default_rng([self.seed, self.rank, worker, epoch])
             for index in rng.permutation(len(mine)):
-                for item in self._samples(mine[index]["path"], rng):
+                for item in self._samples(mine[index]["path"]):
                     if item[0] is None:
-                        pending = pending + item[2]
+                        pending = pending + item[3]
                         continue
                     buffer.append(item)
-                    if len(buffer) >= self.shuffle_buffer:  # hand out a random one of the buffered samples
-                        image, label, stats = buffer.pop(int(rng.integers(len(buffer))))
-                        yield image, label, stats + pending
+                    if len(buffer) >= self.shuffle_buffer:  # hand out a random one of the buffered samples,
+                        name, jpeg, label, stats = buffer.pop(int(rng.integers(len(buffer))))  # decoded now:
+                        image = random_resized_crop(decode(self.store, name, jpeg), self.image_size, rng)  # the
+                        yield to_tensor(image, bool(rng.integers(2))), label, stats + pending  # buffer holds bytes
                         pending = stats_tensor(0, 0, 0)
             epoch += 1000  # the next epoch of this pass, distinct from later passes' epochs
 
-    def _samples(self, rel: str, rng: np.random.Generator):
-        """Decoded samples of one shard (<key>.jpg + <key>.cls pairs); the bytes each one cost."""
+    def _samples(self, rel: str):
+        """(name, JPEG bytes, label, stats) of each sample of one shard (<key>.jpg + <key>.cls pairs),
+        stats the bytes each one cost; decoding waits until a sample leaves the shuffle buffer."""
         with self.store.open(rel, digest=self.verifier.wants(rel)) as reader:
             seen, first, pending = 0, True, {}
             held = None  # the latest sample, handed out once the next arrives (the last one with the shard's
@@ -138,13 +140,11 @@ class ImageShards(torch.utils.data.IterableDataset):
                         pending.setdefault(key, {})[ext] = tar.extractfile(member).read()
                         if {"jpg", "cls"} <= pending[key].keys():
                             parts = pending.pop(key)
-                            image = decode(self.store, f"{rel}/{member.name}", parts["jpg"])
-                            image = random_resized_crop(image, self.image_size, rng)
                             stats = stats_tensor(reader.size - seen, int(first), 0)
                             seen, first = reader.size, False
                             if held is not None:
                                 yield held
-                            held = (to_tensor(image, bool(rng.integers(2))), int(parts["cls"]), stats)
+                            held = (f"{rel}/{member.name}", parts["jpg"], int(parts["cls"]), stats)
                 while reader.read(1 << 20):  # the end-of-archive padding tarfile leaves unread: hash it all
                     pass
             except (tarfile.TarError, ValueError, EOFError) as exc:
@@ -158,7 +158,7 @@ class ImageShards(torch.utils.data.IterableDataset):
                 self.verifier.check_digest(self.store, rel, reader.hash.hexdigest(), reader.size)
                 verified = 1
             tail = stats_tensor(reader.size - seen, 0, verified)
-            yield (None, None, tail) if held is None else (held[0], held[1], held[2] + tail)
+            yield (None, None, None, tail) if held is None else (*held[:3], held[3] + tail)
 
 
 class Pipeline:
