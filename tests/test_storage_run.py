@@ -289,3 +289,49 @@ def test_s3_streams_bert_partitions_and_image_shards(text_dataset, tmp_path, mon
             assert batch["input_ids"].shape == (4, 32) and batch["next_sentence_label"].shape == (4,)
         else:
             assert batch["images"].shape == (4, 3, 32, 32)
+
+
+def _image_pipeline(root, layout, workers, verify=1.0):
+    import dataclasses
+
+    from frameworks.torch_ddp.input_pipeline import Pipeline
+    from harness.axes import Device, Size, Storage, Strategy, Workload
+    from harness.spec import RunSpec
+    from harness.workloads import WORKLOADS
+
+    options = dataclasses.asdict(storage.StorageOptions(url=str(root), verify_fraction=verify,
+                                                        loader_workers=workers, layout=layout))
+    spec = RunSpec(scenario="s", framework="torch_ddp", workload=Workload.RESNET50, size=Size.TINY,
+                   workload_options=WORKLOADS[Workload.RESNET50].options(Size.TINY), nodes=1, procs_per_node=1,
+                   batch_per_worker=2, strategy=Strategy.ALLREDUCE, storage=Storage.LOCAL, repeat=0, warmup_steps=0,
+                   measured_steps=1, timeout_s=60, device=Device.CPU, seed=0, storage_options=options)
+    return Pipeline(spec, 0, 1)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("flip", "failed its checksum"),  # one byte of a JPEG changed: still a tar, wrong bytes
+    ("truncate", "is not a valid tar shard"),  # cut inside a member: tarfile runs out of data
+])
+@pytest.mark.parametrize("workers", [0, 1])
+def test_damaged_shard_fails_naming_backend_and_object(tmp_path, damage, message, workers):
+    root = tmp_path / "imagenet"
+    datagen.make(datagen.parse_spec({"count": 4, "classes": 2, "min_kb": 5, "max_kb": 10, "layout": "shards",
+                                     "shard_samples": 4}, "t"), root)
+    victim = root / "shards" / "train-000000.tar"
+    data = bytearray(victim.read_bytes())
+    if damage == "flip":
+        data[2000] ^= 0x01  # inside the first JPEG (its 512-byte tar header comes first)
+    else:
+        del data[len(data) // 2:]
+    victim.write_bytes(bytes(data))
+    pipeline = _image_pipeline(root, "shards", workers)
+    with pytest.raises(storage.StorageError, match=rf"^storage local: object local:.*shards/train-000000\.tar.* {message}"):
+        for _ in range(4):
+            pipeline.next_batch()
+
+
+def test_shards_layout_without_shards_says_how_to_make_them(tmp_path):
+    root = tmp_path / "imagenet"
+    datagen.make(datagen.parse_spec({"count": 2, "min_kb": 5, "max_kb": 10, "layout": "files"}, "t"), root)
+    with pytest.raises(storage.StorageError, match="has 0 shards.*--layout shards or both"):
+        _image_pipeline(root, "shards", 0)
