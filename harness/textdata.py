@@ -23,7 +23,7 @@ Everything is deterministic from (seed, partition). NumPy only: the harness side
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO, Iterator, Mapping
+from typing import BinaryIO, Iterator
 
 import numpy as np
 
@@ -184,7 +184,3 @@ def to_model_batch(records: np.ndarray) -> dict[str, np.ndarray]:
             "labels": labels,
             "next_sentence_label": records["next_sentence_label"].astype(np.int64)}
 
-
-def describe(spec: Mapping[str, Any]) -> str:
-    return (f"{spec['partitions']} partitions x {spec['partition_samples']} sequences, seq_len {spec['seq_len']}, "
-            f"vocab {spec['vocab_size']}")

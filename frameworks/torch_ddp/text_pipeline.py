@@ -18,10 +18,9 @@ import torch
 
 from harness import storage, textdata
 
-STATS = ("bytes", "objects", "verified")  # the counters each item carries, summed by the Pipeline
-
-
 def stats_tensor(bytes_read: int, objects: int, verified: int) -> torch.Tensor:
+    """What an item cost, carried with it out of a loader worker: bytes read, objects opened, objects
+    whose checksum was verified (the Pipeline sums them in the main process)."""
     return torch.tensor([bytes_read, objects, verified], dtype=torch.int64)
 
 
