@@ -1,7 +1,8 @@
-"""Real ResNet-50 input, the parts every framework's input path shares (no deep-learning import here).
+"""Real input from storage, the parts every framework's input path shares (no deep-learning import here).
 
-- :class:`Shard`: a rank's share of a ``rosetta data make`` dataset on a storage backend: the file list
-  from the manifest, samples ``rank, rank + world, ...``, one cache folder per rank (emptied for a cold
+- :class:`Shard`: a rank's share of a ``rosetta data make`` dataset on a storage backend: the objects
+  (JPEG files, tar shards or BERT partitions) ``rank, rank + world, ...`` of the manifest, one cache
+  folder per rank (emptied for a cold
   ``cached`` run), the optional copy-to-local staging, and the sampled sha256 verification of reads.
 - :data:`AUGMENT`: the augmentation's parameters (Inception-style random resized crop, left-right flip),
   one constant for the PyTorch DataLoader, tf.data and the Chainer iterator; :func:`crop_box` samples a
@@ -85,11 +86,14 @@ def decode_augment(data: bytes, size: int, rng: np.random.Generator) -> np.ndarr
 
 
 class Shard:
-    """This rank's samples of the dataset a run's storage options point at, and how to read them.
+    """This rank's share of the dataset a run's storage options point at, and how to read it.
 
-    Reading (:meth:`read`) goes through the harness's Store (fsspec); a sampled share of objects
-    (``verify_fraction``) is checked against the manifest's sha256, and wrong bytes, a missing object
-    or a server that is down raise :class:`harness.storage.StorageError` naming the backend and object.
+    The share is a list of objects, ``rank, rank + world, ...`` of the manifest's: JPEG files
+    (``layout = "files"``, what every framework reads), tar shards (``layout = "shards"``) or BERT token
+    partitions (a ``--kind bert`` dataset); the PyTorch pipelines read the last two. Reading goes
+    through the harness's Store (fsspec); a sampled share of objects (``verify_fraction``) is checked
+    against the manifest's sha256, and wrong bytes, a missing object or a server that is down raise
+    :class:`harness.storage.StorageError` naming the backend and object.
     Picklable (the Store opens its file system lazily, per process).
     """
 
@@ -103,19 +107,39 @@ class Shard:
             if spec.storage == Storage.CACHED:
                 storage.clear_cache(self.cache_dir)  # cold: nothing cached when the run starts
         self.store = storage.Store(backend, options)
-        manifest = datagen.read_manifest(self.store.read(datagen.MANIFEST), self.store.url(datagen.MANIFEST))
-        self.samples: list[dict[str, Any]] = manifest["samples"][rank::world]
-        if not self.samples:
-            raise storage.StorageError(f"storage {backend}: the dataset has fewer samples than ranks ({world})")
+        where = self.store.url(datagen.MANIFEST)
+        self.manifest = datagen.read_manifest(self.store.read(datagen.MANIFEST), where)
+        self.kind = self.manifest["kind"]
+        wanted = "bert" if spec.workload == Workload.BERT else "imagenet"
+        if self.kind != wanted:
+            raise storage.StorageError(f"storage {backend}: {where} is a {self.kind} dataset; workload "
+                                       f"{spec.workload.value} reads a {wanted} one (rosetta data make DIR --kind "
+                                       f"{wanted})")
+        self.layout = storage.Layout(options.get("layout") or storage.Layout.FILES)  # an Enum in process, a str in a spec
+        if self.kind == "bert":
+            _check_text_matches(self.manifest["spec"], spec, backend, where)
+            self.unit_name, key = "partitions", "path"
+        elif self.layout == storage.Layout.SHARDS:
+            self.unit_name, key = "shards", "path"
+        else:
+            self.unit_name, key = "samples", "file"
+        units = self.manifest[self.unit_name]
+        self.units: list[dict[str, Any]] = units[rank::world]  # every rank its own
+        if not self.units:
+            raise storage.StorageError(f"storage {backend}: the dataset at {where} has {len(units)} {self.unit_name}, "
+                                       f"fewer than the {world} ranks"
+                                       + (" (tar shards: rosetta data make --layout shards or both)"
+                                          if self.unit_name == "shards" and not units else ""))
+        self.objects: list[str] = [u[key] for u in self.units]
         self.staging_s: float | None = None
         if options.get("stage_dir"):  # copy-to-local: fetch this rank's objects first, then read locally
             stage = Path(options["stage_dir"]) / f"rank{rank}"
-            self.staging_s = storage.copy_to_local(self.store, [s["file"] for s in self.samples], stage)
+            self.staging_s = storage.copy_to_local(self.store, self.objects, stage)
             self.store = storage.Store("local", {"url": str(stage)})
-        self.verifier = storage.Verifier({s["file"]: s["sha256"] for s in self.samples},
+        self.verifier = storage.Verifier({rel: u["sha256"] for rel, u in zip(self.objects, self.units)},
                                          float(options["verify_fraction"]), seed=spec.seed)
         self.loader_workers = int(options["loader_workers"])
-        self.image_size = int(spec.workload_options["image_size"])
+        self.image_size = int(spec.workload_options.get("image_size", 0))  # 0 for bert
         self._threads = threading.local()
 
     def __getstate__(self):
@@ -136,7 +160,14 @@ class Shard:
         return store
 
     def __len__(self) -> int:
-        return len(self.samples)
+        return len(self.units)
+
+    @property
+    def samples(self) -> list[dict[str, Any]]:
+        """The share's JPEG files (``layout = "files"``): file, label, sha256 of each."""
+        if self.unit_name != "samples":
+            raise ValueError(f"this share holds {self.unit_name}, not image files")
+        return self.units
 
     @property
     def labels(self) -> list[int]:
@@ -147,7 +178,7 @@ class Shard:
 
         Returns the check's count rather than relying on ``Verifier.verified``: in loader processes
         that counter lives in another process, in loader threads another read may move it meanwhile."""
-        rel = self.samples[index]["file"]
+        rel = self.objects[index]
         store = self.thread_store()
         data = store.read(rel)
         checked = rel in self.verifier.expected
@@ -161,9 +192,9 @@ class Shard:
         return sum(1 for p in self.cache_dir.iterdir() if p.name != "cache") if self.cache_dir.exists() else 0
 
     def fill_cache(self) -> None:
-        """cached_warm: read every object of the shard once (untimed), so the window runs warm."""
-        for sample in self.samples:
-            self.store.read(sample["file"])
+        """cached_warm: read every object of the share once (untimed), so the window runs warm."""
+        for rel in self.objects:
+            self.store.drain(rel)
 
 
 class StallMeter:
@@ -209,8 +240,23 @@ class StallMeter:
 
 
 def unsupported(spec: RunSpec, framework: str) -> str | None:
-    """Why ``framework``'s worker cannot read this run's real data (it reads ResNet-50 images), or None."""
-    if spec.storage != Storage.SYNTHETIC and spec.workload != Workload.RESNET50:
+    """Why ``framework``'s worker cannot read this run's real data (it reads ResNet-50 images as JPEG
+    files), or None."""
+    if spec.storage == Storage.SYNTHETIC:
+        return None
+    if spec.workload != Workload.RESNET50:
         return (f"storage {spec.storage.value}: {framework} reads real data for resnet50 images only, "
                 f"not for {spec.workload.value}")
+    if (spec.storage_options.get("layout") or storage.Layout.FILES) != storage.Layout.FILES:
+        return f"storage {spec.storage.value}: {framework} reads image files, not the tar-shard layout"
     return None
+
+
+def _check_text_matches(data: dict[str, Any], spec: RunSpec, backend: str, where: str) -> None:
+    """A partition's sequences must fit the model: the same length, ids inside its vocabulary."""
+    seq_len, vocab = int(spec.workload_options["seq_len"]), int(spec.workload_options["vocab_size"])
+    if int(data["seq_len"]) != seq_len or int(data["vocab_size"]) > vocab:
+        raise storage.StorageError(
+            f"storage {backend}: {where} holds sequences of {data['seq_len']} tokens (vocab {data['vocab_size']}); "
+            f"bert {spec.size.value} needs seq_len {seq_len}, vocab <= {vocab} "
+            f"(rosetta data make DIR --kind bert --seq-len {seq_len})")

@@ -1,11 +1,17 @@
-"""``rosetta data make``: an ImageNet-shaped dataset of real JPEG files, with a versioned manifest.
+"""``rosetta data make``: real datasets for the storage axis, each with a versioned manifest.
 
-Layout under the output folder (both layouts hold the same samples, since the layout changes
-how storage behaves: many small objects vs few large sequential reads)::
+``kind = "imagenet"``: an ImageNet-shaped dataset of real JPEG files. Layout under the output folder
+(both layouts hold the same samples, since the layout changes how storage behaves: many small objects
+vs few large sequential reads)::
 
     files/train/<class>/<key>.jpg      one file per sample, ImageNet's class-folder layout
     shards/train-000000.tar            WebDataset-style tar shards: <key>.jpg + <key>.cls members
-    manifest.json                      format, the data spec, and sha256 + size of every object
+    manifest.json                      format, kind, the data spec, and sha256 + size of every object
+
+``kind = "bert"``: pre-tokenized BERT pre-training sequences in partitions (harness.textdata)::
+
+    bert/part-00000.npy                one partition: packed records (token, segment and mask arrays)
+    manifest.json                      as above; ``partitions`` lists each one's path, records, size, sha256
 
 Everything is deterministic from the spec's seed: the same spec gives byte-identical files.
 Pillow is imported here only (the harness's other modules never need it).
@@ -28,16 +34,19 @@ from harness import config
 from harness.config import Where
 from harness.errors import UserError
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: adds kind, shards (imagenet) and partitions (bert); format 1 is still read
+READABLE_FORMATS = (1, 2)
 MANIFEST = "manifest.json"
 LAYOUTS = ("files", "shards", "both")
+KINDS = ("imagenet", "bert")
 
 
 @dataclass(frozen=True)
 class DataSpec:
-    """What ``rosetta data make`` generates. Sizes in KB are 1000 bytes."""
+    """What ``rosetta data make`` generates. Sizes in KB are 1000 bytes. ``count`` .. ``quality`` are
+    imagenet's, ``partitions`` .. ``max_predictions`` bert's (the other kind's keys are ignored)."""
 
-    kind: str = field(default="imagenet", metadata={"choices": ("imagenet",)})
+    kind: str = field(default="imagenet", metadata={"choices": KINDS})
     count: int = field(default=512, metadata={"min": 1})  # samples
     classes: int = field(default=10, metadata={"min": 1, "max": 1000})
     seed: int = field(default=0, metadata={"min": 0})
@@ -46,6 +55,12 @@ class DataSpec:
     layout: str = field(default="both", metadata={"choices": LAYOUTS})
     shard_samples: int = field(default=256, metadata={"min": 1})  # samples per tar shard
     quality: int = field(default=90, metadata={"min": 10, "max": 100})  # JPEG quality
+    partitions: int = field(default=4, metadata={"min": 1})  # bert: partition files (published: 100)
+    # bert: sequences per partition; 889 bytes each at seq_len 128: 2,000,000 is the published 1.8 GB
+    partition_samples: int = field(default=1024, metadata={"min": 1})
+    seq_len: int = field(default=128, metadata={"min": 8, "max": 32767})  # bert: tokens per sequence
+    vocab_size: int = field(default=30522, metadata={"min": 1024})  # bert: as the workload's (BERT uncased)
+    max_predictions: int = field(default=20, metadata={"min": 1})  # bert: masked positions per sequence at most
 
 
 def parse_spec(table: Mapping[str, Any], file: str) -> DataSpec:
@@ -54,6 +69,8 @@ def parse_spec(table: Mapping[str, Any], file: str) -> DataSpec:
     spec = config.build(DataSpec, table, where)
     if spec.min_kb > spec.max_kb:
         raise where.error("min_kb", f"must be <= max_kb ({spec.max_kb}), got {spec.min_kb}")
+    if spec.max_predictions > spec.seq_len - 3:
+        raise where.error("max_predictions", f"must be <= seq_len - 3 ({spec.seq_len - 3}), got {spec.max_predictions}")
     return spec
 
 
@@ -113,11 +130,22 @@ def sample_key(index: int) -> str:
     return f"{index:08d}"
 
 
+def total_samples(spec: DataSpec) -> int:
+    return spec.partitions * spec.partition_samples if spec.kind == "bert" else spec.count
+
+
+def partition_path(index: int) -> str:
+    return f"bert/part-{index:05d}.npy"
+
+
 def make(spec: DataSpec, out: Path, progress=None) -> dict[str, Any]:
-    """Generate the dataset into ``out`` (which must be empty or absent); returns the manifest."""
+    """Generate the dataset into ``out`` (which must be empty or absent); returns the manifest.
+    ``progress(done)`` is called with the samples written so far."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise UserError(f"{out}: not empty; `rosetta data make` writes into a new or empty folder")
+    if spec.kind == "bert":
+        return _make_bert(spec, out, progress)
     files: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     shards: list[dict[str, Any]] = []
@@ -127,10 +155,11 @@ def make(spec: DataSpec, out: Path, progress=None) -> dict[str, Any]:
     def close_shard() -> None:
         nonlocal tar
         if tar is not None:
+            members = len(tar.getmembers())
             tar.close()
             data = shard_path.read_bytes()
-            shards.append({"path": str(shard_path.relative_to(out)), "bytes": len(data),
-                           "sha256": sha256_bytes(data)})
+            shards.append({"path": shard_path.relative_to(out).as_posix(), "bytes": len(data),
+                           "sha256": sha256_bytes(data), "samples": members // 2})
             tar = None
 
     for i in range(spec.count):
@@ -157,10 +186,47 @@ def make(spec: DataSpec, out: Path, progress=None) -> dict[str, Any]:
         if progress:
             progress(i + 1)
     close_shard()
-    manifest = {"format": MANIFEST_FORMAT, "spec": dataclasses.asdict(spec), "samples": samples,
-                "objects": files + shards, "total_bytes": sum(s["bytes"] for s in samples)}
+    objects = files + [{k: s[k] for k in ("path", "bytes", "sha256")} for s in shards]
+    manifest = {"format": MANIFEST_FORMAT, "kind": spec.kind, "spec": dataclasses.asdict(spec), "samples": samples,
+                "shards": shards, "objects": objects, "total_bytes": sum(s["bytes"] for s in samples)}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def _make_bert(spec: DataSpec, out: Path, progress=None) -> dict[str, Any]:
+    """Partition files, each hashed as it is written (a 1.8 GB partition is never held in memory)."""
+    from harness import textdata
+
+    partitions = []
+    for index in range(spec.partitions):
+        rel = partition_path(index)
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as raw:
+            hashing = _HashingWriter(raw)
+            textdata.write_partition(hashing, spec.partition_samples, spec.seq_len, spec.max_predictions,
+                                     spec.vocab_size, spec.seed, index)
+        partitions.append({"path": rel, "samples": spec.partition_samples, "bytes": hashing.size,
+                           "sha256": hashing.digest.hexdigest()})
+        if progress:
+            progress((index + 1) * spec.partition_samples)
+    manifest = {"format": MANIFEST_FORMAT, "kind": spec.kind, "spec": dataclasses.asdict(spec),
+                "partitions": partitions, "objects": [{k: p[k] for k in ("path", "bytes", "sha256")} for p in partitions],
+                "total_bytes": sum(p["bytes"] for p in partitions)}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+class _HashingWriter:
+    """A binary file that hashes and counts what is written through it."""
+
+    def __init__(self, raw):
+        self.raw, self.digest, self.size = raw, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        return self.raw.write(data)
 
 
 def read_manifest(text: str | bytes, where: str) -> dict[str, Any]:
@@ -169,6 +235,13 @@ def read_manifest(text: str | bytes, where: str) -> dict[str, Any]:
         manifest = json.loads(text)
     except ValueError as exc:
         raise UserError(f"{where}: not a JSON manifest ({exc})") from None
-    if manifest.get("format") != MANIFEST_FORMAT:
-        raise UserError(f"{where}: manifest format {manifest.get('format')!r}, this harness reads {MANIFEST_FORMAT}")
+    if not isinstance(manifest, dict) or manifest.get("format") not in READABLE_FORMATS:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise UserError(f"{where}: manifest format {found!r}, this harness reads "
+                        f"{', '.join(map(str, READABLE_FORMATS))}")
+    if manifest["format"] == 1:  # format 1: images only, shards found among the objects
+        manifest = {**manifest, "kind": "imagenet",
+                    "shards": [o for o in manifest["objects"] if o["path"].startswith("shards/")]}
+    if manifest.get("kind") not in KINDS:
+        raise UserError(f"{where}: manifest kind {manifest.get('kind')!r}, known: {', '.join(KINDS)}")
     return manifest

@@ -8,7 +8,8 @@ Credentials never come from the scenario: s3 reads AWS_ACCESS_KEY_ID / AWS_SECRE
 rest of botocore's chain), blob reads AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME +
 AZURE_STORAGE_ACCOUNT_KEY) from the environment. Options (``[storage_options.<backend>]``) hold only
 locations: ``url`` (the dataset root), ``endpoint_url`` (s3), ``cache_dir`` and ``remote`` (cached),
-``nfs_version`` (nfs).
+``nfs_version`` (nfs); and how the input pipeline reads: ``layout`` (image files or tar shards),
+``loader_workers``, ``verify_fraction``, ``stage_dir``.
 
 nfs is either a mounted folder (``url = "/mnt/data/imagenet"``: read like ``local``, as on most clusters)
 or ``nfs://host[:port]/export/path``, read through the user-space client libnfs without mounting
@@ -24,10 +25,18 @@ import random
 import shutil
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from harness.errors import UserError
+
+
+class Layout(str, Enum):
+    """How an image dataset's samples are stored (bert datasets have one layout: partitions)."""
+
+    FILES = "files"  # one object per JPEG (files/train/<class>/<key>.jpg): many small random reads
+    SHARDS = "shards"  # WebDataset-style tar shards (shards/train-NNNNNN.tar), streamed: few large sequential reads
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class StorageOptions:
     stage_dir: str = ""  # copy-to-local staging: copy the rank's objects here first (timed), then read locally
     verify_fraction: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})  # of objects, sha256-checked
     loader_workers: int = field(default=2, metadata={"min": 0})  # DataLoader worker processes per rank
+    layout: Layout = Layout.FILES  # images: read the files or the tar shards of the dataset
 
 
 def parse_options(value: Any, used: tuple, where) -> dict:
@@ -236,12 +246,36 @@ class Store:
         except FileNotFoundError:
             raise StorageError(f"storage {self.backend}: object {self.url(rel)} not found") from None
         except Exception as exc:  # a client's own error types differ per backend; name backend and object
-            raise StorageError(f"storage {self.backend}: reading {self.url(rel)} failed: "
-                               f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+            raise self._failure(rel, exc) from None
         self.read_s += time.perf_counter() - t0
         self.bytes_read += len(data)
         self.reads += 1
         return data
+
+    def open(self, rel: str, digest: bool = False) -> "Reader":
+        """A streaming reader of one object (read front to back, never held whole), counted like
+        :meth:`read`; ``digest``: it also hashes the bytes (for :meth:`Verifier.check_digest`)."""
+        t0 = time.perf_counter()
+        try:
+            fh = self.fs.open(f"{self.root}/{rel}", "rb")
+        except FileNotFoundError:
+            raise StorageError(f"storage {self.backend}: object {self.url(rel)} not found") from None
+        except Exception as exc:
+            raise self._failure(rel, exc) from None
+        self.read_s += time.perf_counter() - t0
+        self.reads += 1
+        return Reader(self, rel, fh, digest)
+
+    def _failure(self, rel: str, exc: Exception) -> "StorageError":
+        return StorageError(f"storage {self.backend}: reading {self.url(rel)} failed: "
+                            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+
+    def drain(self, rel: str, block: int = 8 << 20) -> int:
+        """Read one object to its end, keeping nothing (fills a cache); returns its size in bytes."""
+        with self.open(rel) as reader:
+            while reader.read(block):
+                pass
+            return reader.size
 
     def cached_count(self) -> int | None:
         """Objects held in the local cache (``cached`` only), else None."""
@@ -249,6 +283,41 @@ class Store:
             return None
         cache = Path(self.options["cache_dir"])
         return sum(1 for p in cache.iterdir() if p.name != "cache") if cache.exists() else 0
+
+
+class Reader:
+    """A file object over one stored object: counts bytes and time into its Store, optionally hashes,
+    and turns a client's error into a StorageError naming the backend and the object."""
+
+    def __init__(self, store: Store, rel: str, fh, digest: bool):
+        self.store, self.rel, self._fh = store, rel, fh
+        self.hash = hashlib.sha256() if digest else None
+        self.size = 0  # bytes read so far
+
+    def read(self, size: int = -1) -> bytes:
+        t0 = time.perf_counter()
+        try:
+            data = self._fh.read(size)
+        except Exception as exc:
+            raise self.store._failure(self.rel, exc) from None
+        self.store.read_s += time.perf_counter() - t0
+        self.store.bytes_read += len(data)
+        self.size += len(data)
+        if self.hash is not None:
+            self.hash.update(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class Verifier:
@@ -263,14 +332,22 @@ class Verifier:
         self.expected = {k: checksums[k] for k in chosen}
         self.verified = 0
 
+    def wants(self, rel: str) -> bool:
+        """Whether ``rel`` is one of the sampled objects (a streaming reader then hashes as it reads)."""
+        return rel in self.expected
+
     def check(self, store: Store, rel: str, data: bytes) -> None:
+        if rel in self.expected:
+            self.check_digest(store, rel, hashlib.sha256(data).hexdigest(), len(data))
+
+    def check_digest(self, store: Store, rel: str, got: str, size: int) -> None:
+        """A sampled object's sha256 (hex) against the manifest: a mismatch raises, naming both."""
         want = self.expected.get(rel)
         if want is None:
             return
-        got = hashlib.sha256(data).hexdigest()
         if got != want:
             raise StorageError(f"storage {store.backend}: object {store.url(rel)} failed its checksum "
-                               f"({len(data)} bytes, sha256 {got[:12]}..., manifest {want[:12]}...)")
+                               f"({size} bytes, sha256 {got[:12]}..., manifest {want[:12]}...)")
         self.verified += 1
 
 
@@ -292,7 +369,8 @@ def copy_to_local(store: Store, rels: list[str], dest: Path) -> float:
     for rel in rels:
         target = Path(dest) / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(store.read(rel))
+        with store.open(rel) as reader, open(target, "wb") as out:  # streamed: partitions are GBs
+            shutil.copyfileobj(reader, out, 8 << 20)
     return time.perf_counter() - t0
 
 

@@ -9,12 +9,13 @@ A server that cannot start here skips its backend's tests with the reason.
 import dataclasses
 import hashlib
 import shutil
+import tarfile
 import uuid
 from pathlib import Path
 
 import pytest
 
-from harness import datagen, storage
+from harness import datagen, storage, textdata
 from harness.errors import UserError
 from harness import storage_servers
 
@@ -79,10 +80,31 @@ def server_write(store, rel, data):
         (store.fs.fs if store.backend == "cached" else store.fs).pipe_file(f"{store.root}/{rel}", data)
 
 
-@pytest.fixture(params=["local", "s3", "blob", "cached", "nfs", "nfs_mounted"])
+BACKENDS = ["local", "s3", "blob", "cached", "nfs", "nfs_mounted"]
+
+
+@pytest.fixture(scope="module")
+def text_dataset(tmp_path_factory):
+    """Pre-tokenized BERT partitions (3 x 70 sequences of 32 tokens)."""
+    root = tmp_path_factory.mktemp("text")
+    datagen.make(datagen.parse_spec({"kind": "bert", "partitions": 3, "partition_samples": 70, "seq_len": 32,
+                                     "max_predictions": 5}, "test"), root)
+    return root
+
+
+@pytest.fixture(params=BACKENDS)
 def store(request, dataset, tmp_path, monkeypatch):
-    """The dataset uploaded to a fresh location on the backend; returns the Store reading it."""
-    name = request.param
+    """The image dataset uploaded to a fresh location on the backend; returns the Store reading it."""
+    return store_on(request, request.param, dataset, tmp_path, monkeypatch)
+
+
+@pytest.fixture(params=BACKENDS)
+def text_store(request, text_dataset, tmp_path, monkeypatch):
+    """The BERT partitions uploaded to a fresh location on the backend; returns the Store reading them."""
+    return store_on(request, request.param, text_dataset, tmp_path, monkeypatch)
+
+
+def store_on(request, name, dataset, tmp_path, monkeypatch):
     bucket = f"rosetta-{uuid.uuid4().hex[:10]}"
     if name == "nfs":
         url, disk = nfs_dataset(dataset, request.getfixturevalue("nfs_server"))
@@ -237,3 +259,58 @@ def test_copy_to_local_stages_every_object(store, tmp_path):
     assert seconds > 0
     local = storage.Store("local", {"url": str(tmp_path / "staged")})
     assert all(hashlib.sha256(local.read(o["path"])).hexdigest() == o["sha256"] for o in manifest["objects"])
+
+
+def test_tar_shards_stream_through_the_store_with_their_checksums(store):
+    """The shard layout read as the input pipeline reads it: tarfile over the backend's file object."""
+    manifest = manifest_of(store)
+    verifier = storage.Verifier({s["path"]: s["sha256"] for s in manifest["shards"]}, fraction=1.0)
+    keys = []
+    for shard in manifest["shards"]:
+        with store.open(shard["path"], digest=True) as reader, tarfile.open(fileobj=reader, mode="r|") as tar:
+            for member in tar:
+                payload = tar.extractfile(member).read()
+                if member.name.endswith(".jpg"):
+                    keys.append(member.name[:-4])
+                    sample = manifest["samples"][int(member.name[:-4])]
+                    assert hashlib.sha256(payload).hexdigest() == sample["sha256"]
+            while reader.read(1 << 16):  # the archive's end padding
+                pass
+            verifier.check_digest(store, shard["path"], reader.hash.hexdigest(), reader.size)
+            assert reader.size == shard["bytes"]
+    assert keys == [s["key"] for s in manifest["samples"]] and verifier.verified == len(manifest["shards"])
+    assert store.bytes_read >= sum(s["bytes"] for s in manifest["shards"])
+
+
+def test_bert_partitions_stream_in_blocks_and_verify(text_store):
+    manifest = manifest_of(text_store)
+    assert manifest["kind"] == "bert"
+    spec = manifest["spec"]
+    for part in manifest["partitions"]:
+        with text_store.open(part["path"], digest=True) as reader:
+            blocks = list(textdata.iter_blocks(reader, spec["seq_len"], spec["max_predictions"], spec["vocab_size"],
+                                               block=32))
+            assert [len(b) for b in blocks] == [32, 32, 6]
+            assert reader.hash.hexdigest() == part["sha256"] and reader.size == part["bytes"]
+    assert text_store.reads == len(manifest["partitions"]) + 1
+
+
+def test_corrupted_partition_fails_its_checksum_naming_backend_and_object(text_store):
+    manifest = manifest_of(text_store)
+    victim = manifest["partitions"][1]["path"]
+    good = bytearray(text_store.read(victim))
+    good[-10] ^= 0x01  # one bit of one record: still valid records, wrong bytes
+    server_write(text_store, victim, bytes(good))
+    fresh = storage.Store(text_store.backend, {**text_store.options, "cache_dir": text_store.options.get("cache_dir", "")
+                                              + "-cold"} if text_store.backend == "cached" else text_store.options)
+    verifier = storage.Verifier({p["path"]: p["sha256"] for p in manifest["partitions"]}, fraction=1.0)
+    with fresh.open(victim, digest=True) as reader:
+        while reader.read(1 << 16):
+            pass
+    with pytest.raises(storage.StorageError, match=rf"storage {text_store.backend}: object .*{victim}.* checksum"):
+        verifier.check_digest(fresh, victim, reader.hash.hexdigest(), reader.size)
+
+
+def test_streaming_a_missing_object_names_backend_and_object(store):
+    with pytest.raises(storage.StorageError, match=rf"storage {store.backend}: object .*no/such\.tar"):
+        store.open("no/such.tar").read()

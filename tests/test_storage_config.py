@@ -37,6 +37,7 @@ def test_options_reach_the_run_spec_and_change_the_config_id(write_scenario):
     ('[storage_options.local]\nurl = "/x"\npassword = "p"\n', "password"),
     ('[storage_options.local]\nurl = "/x"\nnfs_version = 2\n', "nfs_version"),
     ('[storage_options.local]\nurl = "/x"\nremote = "ftp"\n', "remote"),
+    ('[storage_options.local]\nurl = "/x"\nlayout = "zip"\n', r"\[storage_options.local\] layout: must be one of files, shards"),
 ])
 def test_bad_storage_options_are_one_line_errors(write_scenario, extra, match):
     with pytest.raises(UserError, match=match):
@@ -75,3 +76,16 @@ cache_dir = "/scratch/cache"
     nfs, cached = by["nfs"], by["cached"]
     assert nfs.storage_options["url"] == "nfs://filer:2049/exports/imagenet" and nfs.storage_options["nfs_version"] == 3
     assert cached.storage_options["remote"] == "nfs"
+
+
+def test_layout_is_a_storage_option_defaulting_to_files(write_scenario):
+    sc = scenario.load(write_scenario(BASE.format(storages='["local", "s3"]') + """
+[storage_options.local]
+url = "/data/imagenet"
+layout = "shards"
+[storage_options.s3]
+url = "s3://b/imagenet"
+"""))
+    by = {spec.storage.value: spec for spec in expand(sc)}
+    assert by["local"].storage_options["layout"] == "shards" and by["s3"].storage_options["layout"] == "files"
+    assert by["local"].config_id() != by["s3"].config_id()

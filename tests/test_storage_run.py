@@ -142,3 +142,196 @@ loader_workers = 1
     assert [r["status"] for r in rows] == ["ok"], [r.get("reason") for r in rows]
     assert rows[0]["read_mb_s"] > 0 and rows[0]["objects_verified"] > 0
     assert json.loads(rows[0]["spec"])["storage_options"]["url"].startswith("nfs://127.0.0.1:")
+
+
+def _rosetta_run(text, write_scenario, results):
+    """A scenario through the `rosetta run` command; returns its rows as dicts."""
+    from harness import results as results_table
+    from harness.cli import main
+
+    main(["run", str(write_scenario(text)), "--results", str(results)])
+    return results_table.load(results).to_dict("records")
+
+
+@pytest.fixture(scope="module")
+def text_dataset(tmp_path_factory):
+    """BERT tiny's sequences (32 tokens) in 8 partitions of 4: a few steps cross partitions' ends, where
+    their checksums are checked."""
+    root = tmp_path_factory.mktemp("bert")
+    datagen.make(datagen.parse_spec({"kind": "bert", "partitions": 8, "partition_samples": 4, "seq_len": 32,
+                                     "max_predictions": 5}, "test"), root)
+    return root
+
+
+def test_bert_tiny_trains_from_local_token_partitions(text_dataset, write_scenario, tmp_path):
+    text = BASE.replace('workload = "resnet50"', 'workload = "bert"').format(procs=2, storages='"local"') + f"""
+[storage_options.local]
+url = "{text_dataset}"
+verify_fraction = 1.0
+loader_workers = 2
+"""
+    rows = _rosetta_run(text, write_scenario, tmp_path / "results")
+    assert [r["status"] for r in rows] == ["ok"], [r.get("reason") for r in rows]
+    row = rows[0]
+    assert row["workload"] == "bert" and row["storage"] == "local" and row["weights_consistent"]
+    assert 0 <= row["data_stall_frac"] <= 1 and row["loader_throughput"] > 0
+    data = [json.loads(line) for r in range(2) for line in _events(row, r, "data")]
+    assert row["read_mb_s"] * row["window_s"] == pytest.approx(sum(d["bytes_read"] for d in data) / 1e6)
+    assert row["read_mb_s"] > 0 and sum(d["objects_read"] for d in data) > 0  # partitions opened in the window
+    assert row["objects_verified"] >= 2  # a partition is verified once its last record has been read
+    assert json.loads(row["spec"])["storage_options"]["url"] == str(text_dataset)
+
+
+def test_resnet_tiny_trains_from_tar_shards(write_scenario, tmp_path):
+    root = tmp_path / "imagenet"
+    datagen.make(datagen.parse_spec({"count": 16, "classes": 3, "min_kb": 5, "max_kb": 20, "layout": "shards",
+                                     "shard_samples": 2}, "test"), root)
+    text = BASE.format(procs=2, storages='"local"') + f"""
+[storage_options.local]
+url = "{root}"
+layout = "shards"
+verify_fraction = 1.0
+loader_workers = 2
+"""
+    rows = _rosetta_run(text, write_scenario, tmp_path / "results")
+    assert [r["status"] for r in rows] == ["ok"], [r.get("reason") for r in rows]
+    row = rows[0]
+    assert row["read_mb_s"] > 0 and row["objects_verified"] > 0 and row["loader_throughput"] > 0
+    assert json.loads(row["spec"])["storage_options"]["layout"] == "shards"
+
+
+@pytest.mark.parametrize("damage, verify, message", [
+    ("token", 1.0, "failed its checksum"),  # one token id changed, still inside the vocabulary: the checksum
+    ("label", 0.0, "is not a valid partition: masked_lm_ids outside"),  # a label no model has: always caught
+])
+def test_corrupted_partition_fails_the_run_naming_backend_and_object(write_scenario, tmp_path, damage, verify,
+                                                                     message):
+    import numpy as np
+
+    root = tmp_path / "bert"
+    datagen.make(datagen.parse_spec({"kind": "bert", "partitions": 2, "partition_samples": 4, "seq_len": 32,
+                                     "max_predictions": 5}, "test"), root)
+    victim = root / "bert" / "part-00000.npy"
+    records = np.load(victim).copy()
+    if damage == "token":
+        records["input_ids"][0, 5] = 2000 if records["input_ids"][0, 5] != 2000 else 2001
+    else:
+        records["masked_lm_ids"][3, 0] = 40_000
+    np.save(victim, records)
+    text = BASE.replace('workload = "resnet50"', 'workload = "bert"').format(procs=1, storages='"local"') + f"""
+[storage_options.local]
+url = "{root}"
+verify_fraction = {verify}
+loader_workers = 1
+"""
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert rows[0]["status"] == "failed"
+    assert "storage local: object" in rows[0]["reason"] and "bert/part-00000.npy" in rows[0]["reason"]
+    assert message in rows[0]["reason"]
+
+
+def test_a_dataset_of_the_other_kind_fails_the_run_saying_so(dataset, write_scenario, tmp_path):
+    text = BASE.replace('workload = "resnet50"', 'workload = "bert"').format(procs=1, storages='"local"') + f"""
+[storage_options.local]
+url = "{dataset}"
+loader_workers = 0
+"""
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert rows[0]["status"] == "failed" and "is a imagenet dataset; workload bert reads a bert one" in rows[0]["reason"]
+
+
+def test_s3_streams_bert_partitions_and_image_shards(text_dataset, tmp_path, monkeypatch):
+    """The input pipeline alone against SeaweedFS: each rank its own partitions / shards, checksums verified."""
+    import dataclasses
+
+    from frameworks.torch_ddp.input_pipeline import Pipeline
+    from harness.axes import Device, Size, Storage, Strategy, Workload
+    from harness.spec import RunSpec
+    from harness.workloads import WORKLOADS
+
+    key, secret = "rosetta-run", "rosetta-run-secret-value"
+    images = tmp_path / "imagenet"
+    datagen.make(datagen.parse_spec({"count": 8, "classes": 2, "min_kb": 5, "max_kb": 10, "layout": "shards",
+                                     "shard_samples": 2}, "t"), images)
+    try:
+        server = storage_servers.seaweedfs(tmp_path / "weed", key, secret)
+        endpoint = server.__enter__()
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"S3 server (SeaweedFS) unavailable: {exc}")
+    try:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+        storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
+        for name, root in (("bert", text_dataset), ("imagenet", images)):
+            storage.upload(root, "s3", {"url": f"s3://bench/{name}", "endpoint_url": endpoint})
+        seen = {}
+        for workload, name, layout in ((Workload.BERT, "bert", "files"), (Workload.RESNET50, "imagenet", "shards")):
+            options = dataclasses.asdict(storage.StorageOptions(url=f"s3://bench/{name}", endpoint_url=endpoint,
+                                                                verify_fraction=1.0, loader_workers=1, layout=layout))
+            for rank in range(2):
+                spec = RunSpec(scenario="s", framework="torch_ddp", workload=workload, size=Size.TINY,
+                               workload_options=WORKLOADS[workload].options(Size.TINY), nodes=1, procs_per_node=2,
+                               batch_per_worker=4, strategy=Strategy.ALLREDUCE, storage=Storage.S3, repeat=0,
+                               warmup_steps=0, measured_steps=1, timeout_s=60, device=Device.CPU, seed=0,
+                               storage_options=options)
+                pipeline = Pipeline(spec, rank, 2)
+                for _ in range(40):  # 160 samples: every object of the rank read at least once
+                    batch = pipeline.next_batch()
+                seen[(name, rank)] = (pipeline.objects, pipeline.verified, pipeline.bytes_read, batch)
+    finally:
+        server.__exit__(None, None, None)
+    assert seen[("bert", 0)][0] == [f"bert/part-{i:05d}.npy" for i in (0, 2, 4, 6)]
+    assert seen[("bert", 1)][0] == [f"bert/part-{i:05d}.npy" for i in (1, 3, 5, 7)]
+    assert seen[("imagenet", 0)][0] == ["shards/train-000000.tar", "shards/train-000002.tar"]
+    for (name, rank), (objects, verified, bytes_read, batch) in seen.items():
+        assert verified >= len(objects) and bytes_read > 0
+        if name == "bert":
+            assert batch["input_ids"].shape == (4, 32) and batch["next_sentence_label"].shape == (4,)
+        else:
+            assert batch["images"].shape == (4, 3, 32, 32)
+
+
+def _image_pipeline(root, layout, workers, verify=1.0):
+    import dataclasses
+
+    from frameworks.torch_ddp.input_pipeline import Pipeline
+    from harness.axes import Device, Size, Storage, Strategy, Workload
+    from harness.spec import RunSpec
+    from harness.workloads import WORKLOADS
+
+    options = dataclasses.asdict(storage.StorageOptions(url=str(root), verify_fraction=verify,
+                                                        loader_workers=workers, layout=layout))
+    spec = RunSpec(scenario="s", framework="torch_ddp", workload=Workload.RESNET50, size=Size.TINY,
+                   workload_options=WORKLOADS[Workload.RESNET50].options(Size.TINY), nodes=1, procs_per_node=1,
+                   batch_per_worker=2, strategy=Strategy.ALLREDUCE, storage=Storage.LOCAL, repeat=0, warmup_steps=0,
+                   measured_steps=1, timeout_s=60, device=Device.CPU, seed=0, storage_options=options)
+    return Pipeline(spec, 0, 1)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("flip", "failed its checksum"),  # one byte of a JPEG changed: still a tar, wrong bytes
+    ("truncate", "is not a valid tar shard"),  # cut inside a member: tarfile runs out of data
+])
+@pytest.mark.parametrize("workers", [0, 1])
+def test_damaged_shard_fails_naming_backend_and_object(tmp_path, damage, message, workers):
+    root = tmp_path / "imagenet"
+    datagen.make(datagen.parse_spec({"count": 4, "classes": 2, "min_kb": 5, "max_kb": 10, "layout": "shards",
+                                     "shard_samples": 4}, "t"), root)
+    victim = root / "shards" / "train-000000.tar"
+    data = bytearray(victim.read_bytes())
+    if damage == "flip":
+        data[2000] ^= 0x01  # inside the first JPEG (its 512-byte tar header comes first)
+    else:
+        del data[len(data) // 2:]
+    victim.write_bytes(bytes(data))
+    pipeline = _image_pipeline(root, "shards", workers)
+    with pytest.raises(storage.StorageError, match=rf"^storage local: object local:.*shards/train-000000\.tar.* {message}"):
+        for _ in range(4):
+            pipeline.next_batch()
+
+
+def test_shards_layout_without_shards_says_how_to_make_them(tmp_path):
+    root = tmp_path / "imagenet"
+    datagen.make(datagen.parse_spec({"count": 2, "min_kb": 5, "max_kb": 10, "layout": "files"}, "t"), root)
+    with pytest.raises(storage.StorageError, match="has 0 shards.*--layout shards or both"):
+        _image_pipeline(root, "shards", 0)

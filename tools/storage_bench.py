@@ -1,8 +1,9 @@
-"""Run scenarios/storage.toml on this machine: generate the dataset, start SeaweedFS (S3, port 18333),
+"""Run scenarios/storage.toml on this machine: generate the datasets (JPEG files and tar shards; BERT
+partitions for scenarios/storage_layouts.toml), start SeaweedFS (S3, port 18333),
 Azurite (Blob, port 18334) and NFS-Ganesha (NFSv4, port 18335, exporting the dataset folder as it is)
 on 127.0.0.1, upload the dataset to S3 and Blob, run the scenario, stop them.
 
-    python tools/storage_bench.py [--count 1000] [--results results]
+    python tools/storage_bench.py [--count 1000] [--results results] [--scenario scenarios/storage_layouts.toml]
 
 The S3 credentials are made up here and handed to the server and the workers through the environment;
 Azurite's account key is its public development key.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import sys
 from pathlib import Path
 
@@ -27,10 +29,17 @@ def main() -> int:
     parser.add_argument("--results", default="results")
     parser.add_argument("--scenario", default="scenarios/storage.toml")
     args = parser.parse_args()
-    data = ROOT / "imagenet"
+    data, text = ROOT / "imagenet", ROOT / "bert"
+    if (data / datagen.MANIFEST).exists() and not datagen.read_manifest(
+            (data / datagen.MANIFEST).read_text(), str(data / datagen.MANIFEST))["shards"]:
+        shutil.rmtree(data)  # made by an earlier version of this tool, files only: make it again with shards
     if not (data / datagen.MANIFEST).exists():
-        print(f"generating {args.count} JPEGs in {data}")
-        datagen.make(datagen.parse_spec({"count": args.count, "layout": "files"}, "storage_bench"), data)
+        print(f"generating {args.count} JPEGs in {data} (files and tar shards)")
+        datagen.make(datagen.parse_spec({"count": args.count, "layout": "both"}, "storage_bench"), data)
+    if not (text / datagen.MANIFEST).exists():  # scenarios/storage_layouts.toml's BERT partitions
+        print(f"generating BERT partitions in {text}")
+        datagen.make(datagen.parse_spec({"kind": "bert", "partitions": 8, "partition_samples": 4096},
+                                        "storage_bench"), text)
     key, secret = "rosetta-bench", secrets.token_hex(16)
     os.environ.update(AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
     with storage_servers.seaweedfs(ROOT / "weed", key, secret, s3_port=18333) as s3_url, \
@@ -45,6 +54,8 @@ def main() -> int:
                 pass
         for backend, options in (("s3", s3), ("blob", {"url": "abfs://rosetta/imagenet"})):
             print(f"uploading to {backend}: {storage.upload(data, backend, options) / 1e6:.1f} MB")
+        print(f"uploading BERT partitions to s3: "
+              f"{storage.upload(text, 's3', {**s3, 'url': 's3://rosetta/bert'}) / 1e6:.1f} MB")
         return cli.main(["run", args.scenario, "--results", args.results])
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import chainer
 import numpy as np

@@ -8,7 +8,6 @@ has no attribute 'ref'): the shared step hands it their tf.Variables (``v.value`
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 

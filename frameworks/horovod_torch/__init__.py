@@ -18,6 +18,6 @@ INFO = FrameworkInfo(
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
     workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
-    storage=tuple(Storage),  # real data: resnet50 images through PyTorch DDP's DataLoader (input_pipeline.py)
+    storage=tuple(Storage),  # real data: PyTorch DDP's DataLoader (input_pipeline.py): images and bert partitions
     devices=(Device.CPU,),  # the wheel is built without NCCL (tools/install_horovod.py)
 )

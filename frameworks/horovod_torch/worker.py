@@ -93,11 +93,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         data = digits.load(torch.device("cpu"))
         stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
         next_batch = lambda: next(stream)  # noqa: E731
-    elif spec.storage != Storage.SYNTHETIC:
-        if spec.workload != Workload.RESNET50:
-            events.emit("skip", reason=f"storage {spec.storage.value}: real data is implemented for resnet50 "
-                                       f"images only (BERT token partitions are not yet)")
-            return
+    elif spec.storage != Storage.SYNTHETIC:  # resnet50 images (files or tar shards), bert token partitions
         from frameworks.torch_ddp.input_pipeline import Pipeline  # PyTorch DDP's loader, this rank's shard
 
         pipeline = Pipeline(spec, rank, world)
@@ -106,9 +102,9 @@ def main(spec: RunSpec, events: EventWriter) -> None:
 
         def next_batch() -> dict[str, torch.Tensor]:
             t0 = time.perf_counter()
-            images, labels = pipeline.next()
+            batch = pipeline.next_batch()
             data_wait.append(time.perf_counter() - t0)
-            return {"images": images, "labels": labels}
+            return batch
     else:
         batch = synthetic_batch(spec, rank, torch.device("cpu"))
         next_batch = lambda: batch  # noqa: E731

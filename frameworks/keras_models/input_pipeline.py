@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any
 
 import numpy as np
 import tensorflow as tf

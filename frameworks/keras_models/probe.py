@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from frameworks.keras_models.bert import SelfAttention, TiedDecoder
-from frameworks.keras_models.training import (build_model, build_train_step, loss_of, model_inputs,
+from frameworks.keras_models.training import (build_model, build_train_step, model_inputs,
                                               optimization_from_recipe, parameter_count, to_tensors)
 from harness.axes import Workload
 from harness.equivalence import PROBE_BATCH, fixed_batch, probe_recipe, rows_per_sample

@@ -16,7 +16,7 @@ INFO = FrameworkInfo(
                 Strategy.BF16, Strategy.POWERSGD),
     # bf16_compress_hook needs NCCL (>= 2.10) on CUDA; gloo on CPU has no bf16 allreduce path here.
     strategy_devices={Strategy.BF16: (Device.CUDA,)},
-    storage=tuple(Storage),  # real data: resnet50 images through a DataLoader (input_pipeline.py)
+    storage=tuple(Storage),  # real data: resnet50 images (files or tar shards), bert token partitions (input_pipeline.py)
     devices=(Device.CPU, Device.CUDA),
     precisions=tuple(Precision),
     memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},

@@ -90,11 +90,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         data = digits.load(device)
         stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
         next_batch = lambda: next(stream)  # noqa: E731
-    elif spec.storage != Storage.SYNTHETIC:
-        if spec.workload != Workload.RESNET50:
-            events.emit("skip", reason=f"storage {spec.storage.value}: real data is implemented for resnet50 "
-                                       f"images only (BERT token partitions are not yet)")
-            return
+    elif spec.storage != Storage.SYNTHETIC:  # resnet50 images (files or tar shards), bert token partitions
         from frameworks.torch_ddp.input_pipeline import Pipeline
 
         pipeline = Pipeline(spec, rank, world)
@@ -104,8 +100,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
 
         def next_batch() -> dict[str, torch.Tensor]:
             t0 = time.perf_counter()
-            images, labels = pipeline.next()
-            batch = {"images": images.to(device, non_blocking=True), "labels": labels.to(device)}
+            batch = {k: v.to(device, non_blocking=True) for k, v in pipeline.next_batch().items()}
             data_wait.append(time.perf_counter() - t0)
             return numerics.batch_to_memory_format(spec, batch)
     else:
