@@ -201,14 +201,13 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     import frameworks
     from harness.axes import Device, Storage, Strategy
     from harness.workloads import WORKLOADS
 
-    console = Console()
+    console = _wide_console()
     table = Table(title="Frameworks")
     for col in ("name", "title", "launchers", "workloads", "strategies", "storage", "installed"):
         table.add_column(col)
@@ -350,13 +349,11 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def _report(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
-    from rich.console import Console
-
     from harness import report
 
     table, sweep = report.select_sweep(results_dir, sweep)
     summary = report.summarize(table)
-    console = Console()
+    console = _wide_console()
     report.print_table(summary, console)
     path = report.plot(summary, chart or results_dir / f"report-{sweep}.png")
     console.print(f"chart: {path}")
@@ -413,12 +410,11 @@ def cmd_history(args: argparse.Namespace) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from harness import reference, report, reproduce, results
 
-    console = Console()
+    console = _wide_console()
     if args.list or not args.name:
         table = Table(title="Published references (results/reference/)")
         for col in ("id", "title", "unit", "runs here"):

@@ -197,8 +197,12 @@ def frameworks_side_by_side(summary: pd.DataFrame) -> pd.DataFrame:
     the fastest framework's throughput to the slowest's. Cells of configurations a framework did
     not measure hold its status (``skipped``, ``failed``)."""
     shared = ["workload", "size", "batch_per_worker", "world_size"]
-    shared += [k for k in ["strategy", "storage", "network", "precision", "memory_format", "compile", "device"]
+    shared += [k for k in ["strategy", "storage", "network", "precision", "memory_format", "compile"]
                if summary[k].nunique() > 1]
+    # a run skipped before launch knows only the device it asked for ("auto"): device splits rows only
+    # where the measured runs differ in it
+    if summary.loc[summary["throughput_median"].notna(), "device"].nunique() > 1:
+        shared.append("device")
     rows = []
     for keys, group in summary.groupby(shared, sort=True, dropna=False):
         row = dict(zip(shared, keys))

@@ -18,6 +18,7 @@ import torch
 
 from harness import storage, textdata
 
+
 def stats_tensor(bytes_read: int, objects: int, verified: int) -> torch.Tensor:
     """What an item cost, carried with it out of a loader worker: bytes read, objects opened, objects
     whose checksum was verified (the Pipeline sums them in the main process)."""
