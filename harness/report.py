@@ -445,6 +445,8 @@ def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
     measured = summary[summary["throughput_median"].notna()]
     workloads = sorted(measured["workload"].unique()) or ["(nothing measured)"]
     fig, axes = plt.subplots(1, len(workloads), figsize=(max(8.5, 6.5 * len(workloads)), 4.8), squeeze=False)
+    colors: dict[str, str] = {}  # one colour per bar label in every panel (a framework keeps its colour)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, workload in zip(axes[0], workloads):
         data = measured[measured["workload"] == workload]
         # one bar group per world size; within it one bar per value of `by` (other axes folded in)
@@ -463,7 +465,8 @@ def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
             high = [max(0.0, rows.loc[worlds[w], "ci95_high"] - y) if not math.isnan(rows.loc[worlds[w], "ci95_high"])
                     else 0.0 for w, y in zip(xs, ys)]
             pos = [x - 0.4 + width * (i + 0.5) for x in xs]
-            ax.bar(pos, ys, width * 0.95, yerr=[low, high], capsize=3, label=bar)
+            color = colors.setdefault(bar, cycle[len(colors) % len(cycle)])
+            ax.bar(pos, ys, width * 0.95, yerr=[low, high], capsize=3, label=bar, color=color)
             for p, y in zip(pos, ys):
                 # the value inside the bar's foot, clear of the error bar
                 ax.annotate(f"{y:.3g}", (p, 0), textcoords="offset points", xytext=(0, 3), ha="center",

@@ -277,7 +277,7 @@ def test_s3_streams_bert_partitions_and_image_shards(text_dataset, tmp_path, mon
                 pipeline = Pipeline(spec, rank, 2)
                 for _ in range(40):  # 160 samples: every object of the rank read at least once
                     batch = pipeline.next_batch()
-                seen[(name, rank)] = (pipeline.objects, pipeline.verified, pipeline.bytes_read, batch)
+                seen[(name, rank)] = (pipeline.shard.objects, pipeline.verified, pipeline.bytes_read, batch)
     finally:
         server.__exit__(None, None, None)
     assert seen[("bert", 0)][0] == [f"bert/part-{i:05d}.npy" for i in (0, 2, 4, 6)]
