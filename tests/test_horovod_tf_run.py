@@ -42,7 +42,8 @@ batch_per_worker = 2
 def test_resnet_on_one_and_two_processes(write_scenario, tmp_path, monkeypatch):
     # horovodrun is a console script beside this interpreter; the launcher may look it up on PATH
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    rows = run_sweep(scenario.load(write_scenario(SCENARIO)), tmp_path / "results")
+    small = SCENARIO.replace('size = "tiny"', 'size = "small"')  # ResNet-50 at 64x64
+    rows = run_sweep(scenario.load(write_scenario(small)), tmp_path / "results")
     assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
     for row in rows:
         world = row["world_size"]

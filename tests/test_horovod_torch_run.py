@@ -42,7 +42,7 @@ def _events(results, row):
 
 
 def _run(write_scenario, tmp_path, launcher, options=""):
-    text = SCENARIO.format(launcher=launcher) + options
+    text = SCENARIO.format(launcher=launcher).replace('size = "tiny"', 'size = "small"') + options  # 64x64
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
     for row in rows:
@@ -104,3 +104,15 @@ loader_workers = 1
     assert row["objects_verified"] > 0 and row["loader_throughput"] > 0  # every image read was checked
     data = [e for e in _events(tmp_path / "results", row) if e["event"] == "data"]
     assert len(data) == 2 and all(d["bytes_read"] > 0 for d in data)  # each rank read its own shard
+
+
+def test_bf16_autocast_and_channels_last_on_two_ranks(write_scenario, tmp_path):
+    text = SCENARIO.format(launcher="horovodrun").replace("procs_per_node = [1, 2]", "procs_per_node = 2")
+    text = text.replace("[matrix]", '[matrix]\nprecision = ["amp_bf16", "amp_fp16"]\nmemory_format = "channels_last"')
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    bf16, fp16 = sorted(rows, key=lambda r: r["precision"])
+    assert bf16["status"] == "ok", bf16["reason"]
+    assert bf16["weights_consistent"] is True and bf16["layout"] == "NHWC"
+    assert bf16["first_loss"] > 0 and bf16["last_loss"] > 0
+    # a CPU-only Horovod build declares no float16 autocast: a skipped row, nothing launched
+    assert fp16["status"] == "skipped" and "amp_fp16" in fp16["reason"]

@@ -48,7 +48,8 @@ def _events(tmp_path: Path, row: dict, rank: int) -> list[dict]:
 
 @needs_tf
 def test_resnet_on_one_and_two_workers(write_scenario, tmp_path):
-    rows = run_sweep(scenario.load(write_scenario(SCENARIO)), tmp_path / "results")
+    small = SCENARIO.replace('size = "tiny"', 'size = "small"')  # ResNet-50 at 64x64
+    rows = run_sweep(scenario.load(write_scenario(small)), tmp_path / "results")
     assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
     for row in rows:
         world = row["world_size"]

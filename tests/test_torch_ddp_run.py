@@ -18,7 +18,7 @@ def _children_alive(before):
 
 
 def test_one_and_two_process_ddp(write_scenario, tmp_path):
-    sc = scenario.load(write_scenario(TINY))
+    sc = scenario.load(write_scenario(TINY.replace('size = "tiny"', 'size = "small"')))  # ResNet-50 at 64x64
     rows = run_sweep(sc, tmp_path / "results")
     assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
     for row in rows:

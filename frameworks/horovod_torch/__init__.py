@@ -2,7 +2,7 @@
 its Gloo or MPI controller, or by mpirun. The models, data and optimizer are PyTorch DDP's
 (frameworks/torch_ddp), so the two differ only in how gradients are exchanged."""
 
-from harness.axes import Device, Storage, Strategy, Workload
+from harness.axes import Device, MemoryFormat, Precision, Storage, Strategy, Workload
 from harness.framework_api import FrameworkInfo
 
 INFO = FrameworkInfo(
@@ -20,4 +20,10 @@ INFO = FrameworkInfo(
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     storage=tuple(Storage),  # real data: PyTorch DDP's DataLoader (input_pipeline.py): images and bert partitions
     devices=(Device.CPU,),  # the wheel is built without NCCL (tools/install_horovod.py)
+    # PyTorch DDP's numerics (frameworks/torch_ddp/numerics.py): bfloat16 autocast, channels-last ResNet
+    # (its gradients copied to contiguous ones for Horovod's allreduce).
+    # tf32 and amp_fp16 need a GPU, which this CPU-only Horovod build never uses; torch.compile is left
+    # out: Horovod's DistributedOptimizer hooks every parameter's gradient accumulator during backward.
+    precisions=(Precision.FP32, Precision.AMP_BF16),
+    memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
 )

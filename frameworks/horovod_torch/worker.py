@@ -8,16 +8,16 @@ Horovod's DistributedOptimizer allreduces each gradient as backward produces it 
 
 from __future__ import annotations
 
-import time
 
 import horovod
 import horovod.torch as hvd
 import torch
 
-from frameworks.torch_ddp import digits
+from frameworks.image_input import StallMeter
+from frameworks.torch_ddp import digits, numerics
 from frameworks.torch_ddp.models import parameter_count
 from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, synthetic_batch, weights_checksum
-from frameworks.torch_ddp.worker import emit_data_record, versions
+from frameworks.torch_ddp.worker import versions
 from harness.axes import Device, Storage, Strategy, Workload
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
@@ -32,6 +32,9 @@ class CountingCompression:
 
     def compress(self, tensor: torch.Tensor) -> tuple[torch.Tensor, object]:
         compressed, context = self.inner.compress(tensor)
+        # Horovod's allreduce takes contiguous tensors only: a channels-last weight's gradient is copied
+        # (the averaged result replaces the gradient, the optimizer does not mind its layout)
+        compressed = compressed.contiguous()
         self.bytes_sent += compressed.numel() * compressed.element_size()
         return compressed, context
 
@@ -81,14 +84,17 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     events.hello(world, "cpu", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
                  gpu_model=None, gpu_count=0)
 
+    numerics.check_device(spec, "cpu")
+    numerics.set_matmul_precision(spec)
     torch.manual_seed(spec.seed)
     model = build_model(spec.workload, dict(spec.workload_options))
     optimizer = make_optimizer(spec, model)
-    broadcast_from_root(model, optimizer)
+    broadcast_from_root(model, optimizer)  # before channels-last: Horovod broadcasts contiguous tensors only
+    numerics.to_memory_format(spec, model)  # in place: the optimizer keeps the same parameters
     optimizer, compression = distributed_optimizer(optimizer, model, spec.strategy)
     dense = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
-    pipeline, data_wait = None, []  # real data: the input pipeline, seconds each step waited for its batch
+    meter = None  # real data: the input pipeline's stall meter
     if spec.workload == Workload.DIGITS:
         data = digits.load(torch.device("cpu"))
         stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
@@ -99,31 +105,28 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         pipeline = Pipeline(spec, rank, world)
         if spec.storage == Storage.CACHED_WARM:
             pipeline.fill_cache()
+        meter = StallMeter(pipeline)  # seconds each step waited for its batch
 
         def next_batch() -> dict[str, torch.Tensor]:
-            t0 = time.perf_counter()
-            batch = pipeline.next_batch()
-            data_wait.append(time.perf_counter() - t0)
-            return batch
+            return numerics.batch_to_memory_format(spec, meter.next_batch(pipeline.next_batch))
     else:
-        batch = synthetic_batch(spec, rank, torch.device("cpu"))
+        batch = numerics.batch_to_memory_format(spec, synthetic_batch(spec, rank, torch.device("cpu")))
         next_batch = lambda: batch  # noqa: E731
 
     def step() -> torch.Tensor:
         optimizer.zero_grad()  # Horovod's override takes no set_to_none; torch 2 sets to None by default
-        loss = loss_of(spec.workload, model, next_batch())
+        with numerics.autocast(spec, "cpu"):  # bfloat16 needs no loss scaling
+            loss = loss_of(spec.workload, model, next_batch())
         loss.backward()
         optimizer.step()  # waits for the allreduces, then updates
         return loss.detach()
 
     bytes_after = [0]  # cumulative bytes handed to allreduce after each step (index = steps done)
-    pipeline_at_window = {}  # the input pipeline's counters when the measured window starts
+    note_window = meter.between_steps(spec.warmup_steps) if meter else lambda done: None
 
     def between_steps(done: int) -> None:
         bytes_after.append(compression.bytes_sent)
-        if pipeline is not None and done == spec.warmup_steps:
-            pipeline_at_window.update(bytes=pipeline.bytes_read, objects=pipeline.objects_read,
-                                      cached=pipeline.cached_objects(), waits=len(data_wait))
+        note_window(done)  # the input pipeline's counters when the measured window starts
         if spec.workload == Workload.DIGITS and done % int(spec.workload_options["eval_every"]) == 0:
             accuracy, loss = digits.evaluate(model, data)
             events.emit("eval", step=done, accuracy=accuracy, loss=loss)
@@ -131,13 +134,14 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     window = run_measured_loop(step, sync=lambda: None, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
                                events=events, loss_value=lambda t: float(t.item()), between_steps=between_steps)
-    if pipeline is not None:
-        emit_data_record(events, pipeline, pipeline_at_window, data_wait, window, spec)
+    if meter is not None:  # after the window: a loader-only pass never competes with training
+        events.emit("data", **meter.record(window, spec.measured_steps))
     measured_bytes = bytes_after[-1] - bytes_after[spec.warmup_steps]
     events.emit("comm", bytes_per_step=measured_bytes / spec.measured_steps, dense_bytes_per_step=dense)
     facts = {}
     if spec.workload == Workload.DIGITS:
         facts["final_accuracy"] = digits.evaluate(model, data)[0]
-    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model), **facts)
+    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model),
+                layout=numerics.image_layout(model), **facts)
     hvd.barrier()
     hvd.shutdown()

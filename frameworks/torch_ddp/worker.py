@@ -8,6 +8,8 @@ import time
 
 import torch
 import torch.distributed as dist
+
+from frameworks.image_input import StallMeter
 from frameworks.torch_ddp import digits, numerics, strategies
 from frameworks.torch_ddp.models import parameter_count
 from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, synthetic_batch, weights_checksum
@@ -46,23 +48,6 @@ def gpu_facts(device: str) -> dict[str, str | None]:
     return {"gpu_model": torch.cuda.get_device_name(), "gpu_count": torch.cuda.device_count()}
 
 
-def emit_data_record(events: EventWriter, pipeline, at_window: dict, data_wait: list[float], window: dict,
-                     spec: RunSpec) -> None:
-    """The ``data`` record: time waiting for batches in the window, bytes and objects read in it, cache
-    misses (new objects in the cache), then a loader-only pass (no model) of measured_steps batches."""
-    waits = data_wait[at_window["waits"]:]
-    objects = pipeline.objects_read - at_window["objects"]
-    cached_after = pipeline.cached_objects()
-    record = {"data_wait_s": sum(waits), "window_s": window["seconds"],
-              "bytes_read": pipeline.bytes_read - at_window["bytes"], "objects_read": objects,
-              "cache_misses": None if cached_after is None else max(0, cached_after - at_window["cached"]),
-              "staging_s": pipeline.staging_s}
-    # after the window, so it never competes with training; for `cached` it runs over a warmer cache
-    record["loader_samples_s"] = pipeline.loader_only(spec.measured_steps)
-    record["objects_verified"] = pipeline.verified
-    events.emit("data", **record)
-
-
 def main(spec: RunSpec, events: EventWriter) -> None:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device_kind = resolve_device(spec.device)
@@ -85,7 +70,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     strategy = strategies.build(spec.strategy, dict(spec.strategy_options), model,
                                 [local_rank] if device_kind == "cuda" else None)
     optimizer = make_optimizer(spec, strategy.module)
-    pipeline = None
+    meter = None  # real data: the input pipeline's stall meter
     if spec.workload == Workload.DIGITS:
         data = digits.load(device)
         stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
@@ -96,12 +81,11 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         pipeline = Pipeline(spec, rank, world)
         if spec.storage == Storage.CACHED_WARM:
             pipeline.fill_cache()
-        data_wait = []  # seconds each step waited for its batch
+        meter = StallMeter(pipeline)  # seconds each step waited for its batch
 
         def next_batch() -> dict[str, torch.Tensor]:
-            t0 = time.perf_counter()
-            batch = {k: v.to(device, non_blocking=True) for k, v in pipeline.next_batch().items()}
-            data_wait.append(time.perf_counter() - t0)
+            batch = meter.next_batch(lambda: {k: v.to(device, non_blocking=True)
+                                              for k, v in pipeline.next_batch().items()})
             return numerics.batch_to_memory_format(spec, batch)
     else:
         batch = numerics.batch_to_memory_format(spec, synthetic_batch(spec, rank, device))
@@ -120,13 +104,11 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         return loss.detach()
 
     bytes_after = [0]  # cumulative bytes sent after each step (index = steps done)
-    pipeline_at_window = {}  # the input pipeline's counters when the measured window starts
+    note_window = meter.between_steps(spec.warmup_steps) if meter else lambda done: None
 
     def between_steps(done: int) -> None:
         bytes_after.append(strategy.bytes_sent)
-        if pipeline is not None and done == spec.warmup_steps:
-            pipeline_at_window.update(bytes=pipeline.bytes_read, objects=pipeline.objects_read,
-                                      cached=pipeline.cached_objects(), waits=len(data_wait))
+        note_window(done)  # the input pipeline's counters when the measured window starts
         if spec.workload == Workload.DIGITS and done % int(spec.workload_options["eval_every"]) == 0:
             accuracy, loss = digits.evaluate(model, data)
             events.emit("eval", step=done, accuracy=accuracy, loss=loss)
@@ -140,8 +122,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     window = run_measured_loop(step, sync=sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
                       measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
                       events=events, loss_value=lambda t: float(t.item()), between_steps=between_steps)
-    if pipeline is not None:
-        emit_data_record(events, pipeline, pipeline_at_window, data_wait, window, spec)
+    if meter is not None:  # after the window: a loader-only pass never competes with training
+        events.emit("data", **meter.record(window, spec.measured_steps))
     measured_bytes = bytes_after[-1] - bytes_after[spec.warmup_steps]
     events.emit("comm", bytes_per_step=measured_bytes / spec.measured_steps,
                 dense_bytes_per_step=strategy.dense_bytes_per_step)
