@@ -8,6 +8,7 @@ has no attribute 'ref'): the shared step hands it their tf.Variables (``v.value`
 
 from __future__ import annotations
 
+from typing import Callable
 
 import numpy as np
 
@@ -33,6 +34,39 @@ def controller() -> str:
     return "mpi" if hvd.mpi_enabled() else "gloo"
 
 
+def build_training(spec: RunSpec) -> tuple[keras.Model, Callable[[dict[str, tf.Tensor]], tf.Tensor]]:
+    """The model (every rank starting from rank 0's weights) and the training step on a batch, gradients
+    averaged across ranks, which returns this rank's loss; shared with benchmarks/bare_loops/horovod_tf.py."""
+    keras.utils.set_random_seed(spec.seed)
+    model = training.build_model(spec.workload, spec.workload_options)
+    optimization = training.with_loss_scaling(training.optimization_from_recipe(
+        recipe(spec.workload, spec.global_batch, spec.workload_options)), spec.precision)
+    optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
+    # every rank starts from rank 0's weights (BatchNorm statistics too); fresh optimizer slots are zeros
+    hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
+
+    def distributed(tape: tf.GradientTape) -> hvd.DistributedGradientTape:
+        # sparse_as_dense: embedding gradients all-reduced dense, as PyTorch DDP and tf_mwms do
+        return hvd.DistributedGradientTape(tape, compression=COMPRESSION[spec.strategy], sparse_as_dense=True,
+                                           op=hvd.Average)
+
+    def allreduce(grads: list[tf.Tensor]) -> list[tf.Tensor]:
+        # compile = on: what DistributedGradientTape.gradient does after the tape (no groups given: one
+        # average per gradient, fused by Horovod), outside the XLA-compiled forward and backward pass
+        return [hvd.allreduce(g, op=hvd.Average, compression=COMPRESSION[spec.strategy]) for g in grads]
+
+    exchange = (training.GradientExchange(reduce=allreduce) if spec.compile == Compile.ON
+                else training.GradientExchange(wrap_tape=distributed))
+    return model, tf.function(training.build_train_step(spec.workload, model, optimization, exchange,
+                                                        jit_compile=spec.compile == Compile.ON))
+
+
+def barrier(world: int) -> None:
+    """A barrier across the ranks: an all-reduce of ones, checked."""
+    if int(hvd.allreduce(tf.constant(1.0), op=hvd.Sum)) != world:
+        raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
+
+
 def main(spec: RunSpec, events: EventWriter) -> None:
     if spec.device == Device.CUDA:
         raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
@@ -52,37 +86,12 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     events.hello(world, "cpu", {**runtime.versions(), "horovod": horovod.__version__},
                  backend=f"horovod-{controller()}", **numerics, **threads, gpu_model=None, gpu_count=0)
 
-    keras.utils.set_random_seed(spec.seed)
-    model = training.build_model(spec.workload, spec.workload_options)
-    optimization = training.with_loss_scaling(training.optimization_from_recipe(
-        recipe(spec.workload, spec.global_batch, spec.workload_options)), spec.precision)
-    optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
-    # every rank starts from rank 0's weights (BatchNorm statistics too); fresh optimizer slots are zeros
-    hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
+    model, step = build_training(spec)
     feed = input_pipeline.Feed(spec, rank, world)  # the synthetic batch, or real images through tf.data
-
-    def distributed(tape: tf.GradientTape) -> hvd.DistributedGradientTape:
-        # sparse_as_dense: embedding gradients all-reduced dense, as PyTorch DDP and tf_mwms do
-        return hvd.DistributedGradientTape(tape, compression=COMPRESSION[spec.strategy], sparse_as_dense=True,
-                                           op=hvd.Average)
-
-    def allreduce(grads: list[tf.Tensor]) -> list[tf.Tensor]:
-        # compile = on: what DistributedGradientTape.gradient does after the tape (no groups given: one
-        # average per gradient, fused by Horovod), outside the XLA-compiled forward and backward pass
-        return [hvd.allreduce(g, op=hvd.Average, compression=COMPRESSION[spec.strategy]) for g in grads]
-
-    exchange = (training.GradientExchange(reduce=allreduce) if spec.compile == Compile.ON
-                else training.GradientExchange(wrap_tape=distributed))
-    step = tf.function(training.build_train_step(spec.workload, model, optimization, exchange,
-                                                 jit_compile=spec.compile == Compile.ON))
-
-    def barrier() -> None:
-        if int(hvd.allreduce(tf.constant(1.0), op=hvd.Sum)) != world:
-            raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
 
     if spec.compile == Compile.ON:
         events.emit("compile", seconds=runtime.compile_first_step(lambda: step(feed.next()), lambda: None))
-    window = run_measured_loop(lambda: step(feed.next()), sync=lambda: None, barrier=barrier,
+    window = run_measured_loop(lambda: step(feed.next()), sync=lambda: None, barrier=lambda: barrier(world),
                                warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
                                samples_per_step=spec.batch_per_worker, events=events, loss_value=lambda t: float(t),
                                between_steps=feed.between_steps())
@@ -92,5 +101,5 @@ def main(spec: RunSpec, events: EventWriter) -> None:
                 dense_bytes_per_step=runtime.dense_bytes(model.trainable_variables))
     events.emit("end", weights_checksum=training.weights_checksum(model), parameters=training.parameter_count(model),
                 layout=training.image_layout(model))
-    barrier()  # no rank leaves while another still needs it in a collective
+    barrier(world)  # no rank leaves while another still needs it in a collective
     hvd.shutdown()

@@ -10,6 +10,8 @@ TensorFlow's collective ops: RING (over gRPC) on CPU, NCCL on GPU.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Callable
 
 from frameworks import image_input
 from frameworks.keras_models import input_pipeline, runtime, training
@@ -26,15 +28,55 @@ import tensorflow as tf  # noqa: E402
 RENDEZVOUS_TIMEOUT_S = 300.0  # the run's own timeout still bounds the whole launch
 
 
-def make_strategy(spec: RunSpec, events: EventWriter, rank: int, world: int,
+def make_strategy(spec: RunSpec, run_dir: Path, rank: int, world: int,
                   device_kind: str) -> tf.distribute.MultiWorkerMirroredStrategy:
+    """The strategy of this rank; the workers meet through ``run_dir`` (cluster.py) unless TF_CONFIG is set."""
     if "TF_CONFIG" not in os.environ:  # a Kubeflow TFJob's operator sets it; every other launcher does not
-        cluster.export(cluster.tf_config(events.out_dir, rank, world, single_host=spec.nodes == 1,
+        cluster.export(cluster.tf_config(run_dir, rank, world, single_host=spec.nodes == 1,
                                          env=os.environ, timeout_s=min(RENDEZVOUS_TIMEOUT_S, spec.timeout_s)))
     implementation = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=implementation.NCCL if device_kind == "cuda" else implementation.RING)
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def build_training(spec: RunSpec, strategy: tf.distribute.MultiWorkerMirroredStrategy,
+                   world: int) -> tuple[keras.Model, Callable[[dict[str, tf.Tensor]], tf.Tensor]]:
+    """The model (variables mirrored) and the distributed training step on a batch, which returns this
+    rank's loss; shared with the bare loop benchmarks/bare_loops/tf_mwms.py."""
+    with strategy.scope():  # variables mirrored; their initial values are broadcast from worker 0
+        keras.utils.set_random_seed(spec.seed)
+        model = training.build_model(spec.workload, spec.workload_options)
+        optimization = training.with_loss_scaling(training.optimization_from_recipe(
+            recipe(spec.workload, spec.global_batch, spec.workload_options)), spec.precision)
+        optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
+    # Keras's optimizer sums the replicas' gradients in apply_gradients: each contributes 1/world
+    local_step = training.build_train_step(spec.workload, model, optimization,
+                                           training.GradientExchange(share=1.0 / world),
+                                           jit_compile=spec.compile == Compile.ON)
+
+    @tf.function
+    def train(batch) -> tf.Tensor:  # one trace: every batch has the same shapes (drop_remainder)
+        losses = strategy.run(local_step, args=(batch,))
+        # this rank's own loss, as the other frameworks record it: no extra collective per step
+        return strategy.experimental_local_results(losses)[0]
+
+    return model, train
+
+
+def make_barrier(strategy: tf.distribute.MultiWorkerMirroredStrategy, world: int) -> Callable[[], None]:
+    """A barrier across the workers: an all-reduce of ones, checked."""
+
+    @tf.function
+    def all_reduce_one() -> tf.Tensor:
+        ones = strategy.run(lambda: tf.constant(1.0))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+
+    def barrier() -> None:
+        if int(all_reduce_one()) != world:
+            raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
+
+    return barrier
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
@@ -49,7 +91,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     if unavailable:  # device "auto" found no GPU (the harness refuses device "cpu" before launching)
         events.emit("skip", reason=unavailable)
         return
-    strategy = make_strategy(spec, events, rank, world, device_kind)
+    strategy = make_strategy(spec, events.out_dir, rank, world, device_kind)
     if strategy.num_replicas_in_sync != world:
         raise RuntimeError(f"MultiWorkerMirroredStrategy has {strategy.num_replicas_in_sync} replicas, "
                            f"the launcher started {world} ranks")
@@ -57,33 +99,10 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     events.hello(world, device_kind, runtime.versions(), backend="nccl" if device_kind == "cuda" else "ring",
                  **numerics, **threads, **runtime.gpu_facts(device_kind))
 
-    with strategy.scope():  # variables mirrored; their initial values are broadcast from worker 0
-        keras.utils.set_random_seed(spec.seed)
-        model = training.build_model(spec.workload, spec.workload_options)
-        optimization = training.with_loss_scaling(training.optimization_from_recipe(
-            recipe(spec.workload, spec.global_batch, spec.workload_options)), spec.precision)
-        optimization.optimizer.build(model.trainable_variables)  # slots now, not inside the traced step
+    model, train = build_training(spec, strategy, world)
     # after the strategy: MultiWorkerMirroredStrategy must be created before TensorFlow's first op
     feed = input_pipeline.Feed(spec, rank, world)  # the synthetic batch, or real images through tf.data
-    # Keras's optimizer sums the replicas' gradients in apply_gradients: each contributes 1/world
-    local_step = training.build_train_step(spec.workload, model, optimization,
-                                           training.GradientExchange(share=1.0 / world),
-                                           jit_compile=spec.compile == Compile.ON)
-
-    @tf.function
-    def train(batch) -> tf.Tensor:  # one trace: every batch has the same shapes (drop_remainder)
-        losses = strategy.run(local_step, args=(batch,))
-        # this rank's own loss, as the other frameworks record it: no extra collective per step
-        return strategy.experimental_local_results(losses)[0]
-
-    @tf.function
-    def all_reduce_one() -> tf.Tensor:
-        ones = strategy.run(lambda: tf.constant(1.0))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
-
-    def barrier() -> None:
-        if int(all_reduce_one()) != world:
-            raise RuntimeError("barrier: the all-reduce of ones does not equal the world size")
+    barrier = make_barrier(strategy, world)
 
     if spec.compile == Compile.ON:
         events.emit("compile", seconds=runtime.compile_first_step(lambda: train(feed.next()),
