@@ -112,8 +112,8 @@ class Shard:
         self.kind = self.manifest["kind"]
         wanted = "bert" if spec.workload == Workload.BERT else "imagenet"
         if self.kind != wanted:
-            raise storage.StorageError(f"storage {backend}: {where} is a {self.kind} dataset; workload "
-                                       f"{spec.workload.value} reads a {wanted} one (rosetta data make DIR --kind "
+            raise storage.StorageError(f"storage {backend}: {where} is a dataset of kind {self.kind}; workload "
+                                       f"{spec.workload.value} reads kind {wanted} (rosetta data make DIR --kind "
                                        f"{wanted})")
         self.layout = storage.Layout(options.get("layout") or storage.Layout.FILES)  # an Enum in process, a str in a spec
         if self.kind == "bert":

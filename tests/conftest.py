@@ -30,3 +30,14 @@ def write_scenario(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="module")
+def image_files(tmp_path_factory):
+    """12 small JPEGs in 3 classes, one file each (rosetta data make's files layout), per test module."""
+    from harness import datagen
+
+    root = tmp_path_factory.mktemp("imagenet")
+    datagen.make(datagen.parse_spec({"count": 12, "classes": 3, "min_kb": 5, "max_kb": 20, "layout": "files"},
+                                    "test"), root)
+    return root

@@ -41,14 +41,6 @@ storage = {storage}
 """
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("imagenet")
-    datagen.make(datagen.parse_spec({"count": 12, "classes": 3, "min_kb": 5, "max_kb": 20, "layout": "files"},
-                                    "test"), root)
-    return root
-
-
 def _local(root, workers=1) -> str:
     return f"""
 [storage_options.local]
@@ -79,8 +71,8 @@ def _check_real_data_row(row):
 
 
 @needs_tf
-def test_tf_mwms_trains_on_real_images_through_tf_data(dataset, write_scenario, tmp_path):
-    text = BASE.format(framework='"tf_mwms"', procs="[1, 2]", storage='"local"') + _local(dataset, workers=2)
+def test_tf_mwms_trains_on_real_images_through_tf_data(image_files, write_scenario, tmp_path):
+    text = BASE.format(framework='"tf_mwms"', procs="[1, 2]", storage='"local"') + _local(image_files, workers=2)
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
     for row in rows:
@@ -88,17 +80,17 @@ def test_tf_mwms_trains_on_real_images_through_tf_data(dataset, write_scenario, 
 
 
 @needs_horovod
-def test_horovod_tf_trains_on_real_images_through_tf_data(dataset, write_scenario, tmp_path, monkeypatch):
+def test_horovod_tf_trains_on_real_images_through_tf_data(image_files, write_scenario, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # horovodrun
-    text = BASE.format(framework='"horovod_tf"', procs=2, storage='"local"') + _local(dataset, workers=0)
+    text = BASE.format(framework='"horovod_tf"', procs=2, storage='"local"') + _local(image_files, workers=0)
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     _check_real_data_row(rows[0])
 
 
 @needs_chainer
-def test_chainer_trains_on_real_images_through_a_multiprocess_iterator(dataset, write_scenario, tmp_path):
+def test_chainer_trains_on_real_images_through_a_multiprocess_iterator(image_files, write_scenario, tmp_path):
     """2 MPI ranks, each with 2 iterator processes forked after MPI_Init."""
-    text = BASE.format(framework='"chainer"', procs=2, storage='"local"') + _local(dataset, workers=2)
+    text = BASE.format(framework='"chainer"', procs=2, storage='"local"') + _local(image_files, workers=2)
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     _check_real_data_row(rows[0])
     assert rows[0]["launcher"] == "mpirun"
@@ -121,7 +113,7 @@ def test_corrupted_object_fails_tf_and_chainer_runs_naming_backend_and_object(tm
 
 
 @needs_tf
-def test_tf_mwms_reads_from_s3(dataset, write_scenario, tmp_path, monkeypatch):
+def test_tf_mwms_reads_from_s3(image_files, write_scenario, tmp_path, monkeypatch):
     """SeaweedFS serves the dataset over S3; tf.data reads it through s3fs (the Store) in its threads."""
     key, secret = "rosetta-tf", "rosetta-tf-secret-value"
     try:
@@ -133,7 +125,7 @@ def test_tf_mwms_reads_from_s3(dataset, write_scenario, tmp_path, monkeypatch):
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
         storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
-        storage.upload(dataset, "s3", {"url": "s3://bench/imagenet", "endpoint_url": endpoint})
+        storage.upload(image_files, "s3", {"url": "s3://bench/imagenet", "endpoint_url": endpoint})
         text = BASE.format(framework='"tf_mwms"', procs=1, storage='"s3"') + f"""
 [storage_options.s3]
 url = "s3://bench/imagenet"
@@ -150,7 +142,7 @@ loader_workers = 2
 
 
 @needs_tf
-def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(dataset, write_scenario, tmp_path):
+def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(image_files, write_scenario, tmp_path):
     """NFS-Ganesha exports the dataset over NFSv4; tf.data's 2 loader threads read it, each with its own
     libnfs context (frameworks.image_input.Shard.thread_store)."""
     try:
@@ -158,7 +150,7 @@ def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(dataset, write
     except ImportError as exc:
         pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
     export = tmp_path / "export"
-    shutil.copytree(dataset, export / "imagenet")
+    shutil.copytree(image_files, export / "imagenet")
     try:
         server = storage_servers.nfs_ganesha(export, tmp_path / "ganesha")
         url = server.__enter__()
@@ -179,7 +171,7 @@ loader_workers = 2
 
 
 @pytest.mark.skipif(TF_MISSING and bool(CHAINER_MISSING), reason="neither tensorflow nor chainer is installed")
-def test_cold_and_warm_cache_in_front_of_a_folder(dataset, write_scenario, tmp_path):
+def test_cold_and_warm_cache_in_front_of_a_folder(image_files, write_scenario, tmp_path):
     """fsspec's filecache, emptied before the cold run and filled before the warm run's window: tf.data's
     threads and Chainer's processes each open their own cache object on the rank's cache folder."""
     frameworks = [f for f, missing in (("tf_mwms", TF_MISSING), ("chainer", CHAINER_MISSING)) if not missing]
@@ -187,7 +179,7 @@ def test_cold_and_warm_cache_in_front_of_a_folder(dataset, write_scenario, tmp_p
     for name in ("cached", "cached_warm"):
         text += f"""
 [storage_options.{name}]
-url = "{dataset}"
+url = "{image_files}"
 remote = "local"
 cache_dir = "{tmp_path / name}"
 verify_fraction = 1.0

@@ -29,18 +29,10 @@ storage = {storages}
 """
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("imagenet")
-    datagen.make(datagen.parse_spec({"count": 12, "classes": 3, "min_kb": 5, "max_kb": 20, "layout": "files"},
-                                    "test"), root)
-    return root
-
-
-def test_local_storage_run_measures_the_input_pipeline(dataset, write_scenario, tmp_path):
+def test_local_storage_run_measures_the_input_pipeline(image_files, write_scenario, tmp_path):
     text = BASE.format(procs=2, storages='"local"') + f"""
 [storage_options.local]
-url = "{dataset}"
+url = "{image_files}"
 verify_fraction = 1.0
 loader_workers = 1
 """
@@ -54,7 +46,7 @@ loader_workers = 1
     assert row["loader_throughput"] > 0
     assert row["objects_verified"] > 0  # every object read was checked
     assert row["cache_hit_rate"] is None and row["staging_s"] is None
-    assert json.loads(row["spec"])["storage_options"]["url"] == str(dataset)
+    assert json.loads(row["spec"])["storage_options"]["url"] == str(image_files)
 
 
 def _events(row, rank, kind):
@@ -82,7 +74,7 @@ loader_workers = 1
     assert "checksum" in rows[0]["reason"]
 
 
-def test_s3_cold_and_warm_cache_runs(dataset, write_scenario, tmp_path, monkeypatch):
+def test_s3_cold_and_warm_cache_runs(image_files, write_scenario, tmp_path, monkeypatch):
     key, secret = "rosetta-run", "rosetta-run-secret-value"
     try:
         server = storage_servers.seaweedfs(tmp_path / "weed", key, secret)
@@ -93,7 +85,7 @@ def test_s3_cold_and_warm_cache_runs(dataset, write_scenario, tmp_path, monkeypa
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
         storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
-        storage.upload(dataset, "s3", {"url": "s3://bench/imagenet", "endpoint_url": endpoint})
+        storage.upload(image_files, "s3", {"url": "s3://bench/imagenet", "endpoint_url": endpoint})
         text = BASE.format(procs=1, storages='["s3", "cached", "cached_warm"]')
         for name in ("s3", "cached", "cached_warm"):
             text += f"""
@@ -114,7 +106,7 @@ loader_workers = 1
         assert secret not in json.dumps({k: str(v) for k, v in row.items()})
 
 
-def test_nfs_run_reads_through_libnfs_without_mounting(dataset, write_scenario, tmp_path, tmp_path_factory):
+def test_nfs_run_reads_through_libnfs_without_mounting(image_files, write_scenario, tmp_path, tmp_path_factory):
     """NFS-Ganesha exports the dataset over NFSv4; the DataLoader's worker reads it with libnfs."""
     import shutil
 
@@ -123,7 +115,7 @@ def test_nfs_run_reads_through_libnfs_without_mounting(dataset, write_scenario, 
     except ImportError as exc:
         pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
     export = tmp_path / "export"
-    shutil.copytree(dataset, export / "imagenet")
+    shutil.copytree(image_files, export / "imagenet")
     try:
         server = storage_servers.nfs_ganesha(export, tmp_path / "ganesha")
         url = server.__enter__()
@@ -230,14 +222,14 @@ loader_workers = 1
     assert message in rows[0]["reason"]
 
 
-def test_a_dataset_of_the_other_kind_fails_the_run_saying_so(dataset, write_scenario, tmp_path):
+def test_a_dataset_of_the_other_kind_fails_the_run_saying_so(image_files, write_scenario, tmp_path):
     text = BASE.replace('workload = "resnet50"', 'workload = "bert"').format(procs=1, storages='"local"') + f"""
 [storage_options.local]
-url = "{dataset}"
+url = "{image_files}"
 loader_workers = 0
 """
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
-    assert rows[0]["status"] == "failed" and "is a imagenet dataset; workload bert reads a bert one" in rows[0]["reason"]
+    assert rows[0]["status"] == "failed" and "is a dataset of kind imagenet; workload bert reads kind bert" in rows[0]["reason"]
 
 
 def test_s3_streams_bert_partitions_and_image_shards(text_dataset, tmp_path, monkeypatch):
