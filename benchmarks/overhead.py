@@ -30,7 +30,7 @@ from pathlib import Path
 
 import frameworks
 from harness import provenance
-from harness.axes import Device, Size, Storage, Strategy, Workload
+from harness.axes import Device, Precision, Size, Storage, Strategy, Workload
 from harness.events import read_rank
 from harness.launchers import LaunchRequest, worker_argv
 from harness.runner import new_sweep_id, prepare, run_one, skip_reason
@@ -42,13 +42,13 @@ BATCH = 8
 
 
 def make_spec(framework: str, workload: Workload, size: Size, procs: int, batch: int, warmup: int,
-              steps: int) -> RunSpec:
-    """The run both sides train: the framework's default launcher, synthetic data, CPU, fp32."""
+              steps: int, device: Device = Device.CPU, precision: Precision = Precision.FP32) -> RunSpec:
+    """The run both sides train: the framework's default launcher, synthetic data."""
     return RunSpec(scenario="overhead", framework=framework, workload=workload, size=size,
                    workload_options=WORKLOADS[workload].options(size), nodes=1, procs_per_node=procs,
                    batch_per_worker=batch, strategy=Strategy.ALLREDUCE, storage=Storage.SYNTHETIC, repeat=0,
-                   warmup_steps=warmup, measured_steps=steps, timeout_s=900, device=Device.CPU, seed=0,
-                   launcher=frameworks.get(framework).launcher)
+                   warmup_steps=warmup, measured_steps=steps, timeout_s=900, device=device, seed=0,
+                   launcher=frameworks.get(framework).launcher, precision=precision)
 
 
 @dataclass(frozen=True)
@@ -133,20 +133,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frameworks", help="comma-separated (default: every framework installed here)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--size", default="small", choices=["tiny", "small"])
+    parser.add_argument("--workload", default="resnet50", choices=["resnet50", "bert"])
+    parser.add_argument("--size", default="small", choices=[s.value for s in Size])
+    parser.add_argument("--batch", type=int, default=BATCH, help="per worker")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precision", default="fp32", choices=[p.value for p in Precision])
     parser.add_argument("--procs", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md", help="the Markdown file to append to")
     args = parser.parse_args()
-    workload = Workload.RESNET50
-    specs = {name: make_spec(name, workload, Size(args.size), args.procs, BATCH, args.warmup, args.steps)
+    workload, device, precision = Workload(args.workload), Device(args.device), Precision(args.precision)
+    specs = {name: make_spec(name, workload, Size(args.size), args.procs, args.batch, args.warmup, args.steps,
+                             device, precision)
              for name in choose(args.frameworks, workload)}
     for name, spec in specs.items():
         reason = skip_reason(spec)
         if reason:
             sys.exit(f"{name} cannot run here: {reason}")
     runs: dict[str, dict[str, list[Launch]]] = {name: {"harness": [], "bare": []} for name in specs}
+    unit = WORKLOADS[workload].sample_unit
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for round_index in range(args.rounds):
@@ -154,15 +160,15 @@ def main() -> None:
                 runs[name]["harness"].append(harness_launch(spec, work / name / f"harness{round_index}"))
                 runs[name]["bare"].append(bare_launch(spec, work / name / f"bare{round_index}"))
                 h, b = runs[name]["harness"][-1], runs[name]["bare"][-1]
-                print(f"round {round_index + 1} {name}: harness {h.throughput:.2f} images/s, start-up "
-                      f"{h.startup_s:.2f} s, fixed {h.fixed_s:.2f} s | bare {b.throughput:.2f} images/s, start-up "
+                print(f"round {round_index + 1} {name}: harness {h.throughput:.2f} {unit}/s, start-up "
+                      f"{h.startup_s:.2f} s, fixed {h.fixed_s:.2f} s | bare {b.throughput:.2f} {unit}/s, start-up "
                       f"{b.startup_s:.2f} s, fixed {b.fixed_s:.2f} s", flush=True)
 
     rows = []
     for name, spec in specs.items():
         h, b = (median(runs[name][side]) for side in ("harness", "bare"))
-        print(f"{name} ({spec.launcher}): median harness {h.throughput:.2f} images/s, bare loop {b.throughput:.2f} "
-              f"images/s, ratio {h.throughput / b.throughput:.3f} (goal >= 0.98); start-up (launch to first measured "
+        print(f"{name} ({spec.launcher}): median harness {h.throughput:.2f} {unit}/s, bare loop {b.throughput:.2f} "
+              f"{unit}/s, ratio {h.throughput / b.throughput:.3f} (goal >= 0.98); start-up (launch to first measured "
               f"step) harness {h.startup_s:.2f} s, bare {b.startup_s:.2f} s, difference "
               f"{h.startup_s - b.startup_s:+.2f} s; fixed cost per run (launch wall time - measured window) harness "
               f"{h.fixed_s:.2f} s, bare {b.fixed_s:.2f} s, difference {h.fixed_s - b.fixed_s:+.2f} s")
@@ -172,8 +178,10 @@ def main() -> None:
     machine = provenance.machine()
     # the machine may be shared: its 1-minute load average at the end says how much else was running
     where = f"{machine['cpu_model']} ({machine['cpu_cores']} cores, load {os.getloadavg()[0]:.1f})"
-    config = (f"{workload.value}/{args.size} batch {BATCH}, {args.procs} proc, {args.warmup} warm-up + {args.steps} "
-              f"steps, synthetic data, CPU, fp32")
+    if device == Device.CUDA:
+        where = f"{where}, {provenance.gpu_name()} (driver {provenance.gpu_driver()})"
+    config = (f"{workload.value}/{args.size} batch {args.batch}, {args.procs} proc, {args.warmup} warm-up + "
+              f"{args.steps} steps, synthetic data, {device.value}, {precision.value}")
     results = args.results
     text = results.read_text() if results.exists() else "# Harness overhead (benchmarks/overhead.py)\n"
     text += (f"\n## Harness vs bare loop per framework (benchmarks/overhead.py), {provenance.utc_now()}\n\n"
@@ -184,7 +192,7 @@ def main() -> None:
     results.write_text(text)
 
 
-TABLE_HEADER = ("| framework | launcher | harness images/s | bare loop images/s | ratio | harness start-up s | "
+TABLE_HEADER = ("| framework | launcher | harness samples/s | bare loop samples/s | ratio | harness start-up s | "
                 "bare start-up s | harness fixed s | bare fixed s |\n|---|---|---|---|---|---|---|---|---|\n")
 
 

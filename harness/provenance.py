@@ -40,16 +40,26 @@ def git_commit() -> str | None:
         return None
 
 
-def gpu_driver() -> str | None:
-    """NVIDIA driver version from nvidia-smi, or None without one."""
+def _nvidia_smi(field: str) -> str | None:
+    """The first GPU's ``field`` (nvidia-smi --query-gpu), or None without nvidia-smi or a GPU."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20)
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
+
+
+def gpu_driver() -> str | None:
+    """NVIDIA driver version from nvidia-smi, or None without one."""
+    return _nvidia_smi("driver_version")
+
+
+def gpu_name() -> str | None:
+    """The first NVIDIA GPU's name from nvidia-smi, or None without one."""
+    return _nvidia_smi("name")
 
 
 @functools.lru_cache(maxsize=1)

@@ -24,28 +24,32 @@ from harness.spec import RunSpec, read_spec_file
 from harness.worker import torch_variables
 
 
-def read_spec(argv: list[str] | None = None) -> tuple[RunSpec, Path]:
+def read_spec(argv: list[str] | None = None, devices: tuple[Device, ...] = (Device.CPU,)) -> tuple[RunSpec, Path]:
     """The run (and the folder it may use) from the spec file named on the command line, checked to be
-    one the bare loops implement: synthetic data, plain gradient allreduce, CPU. Sets RANK, WORLD_SIZE,
-    LOCAL_RANK and LOCAL_WORLD_SIZE from the launcher's variables, as harness.worker does for a worker."""
+    one the bare loops implement: synthetic data, plain gradient allreduce, one of ``devices``. Sets RANK,
+    WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from the launcher's variables, as harness.worker does."""
     os.environ.update(torch_variables(dict(os.environ)))
     spec, out_dir = read_spec_file((argv if argv is not None else sys.argv[1:])[0])
-    if spec.storage != Storage.SYNTHETIC or spec.strategy != Strategy.ALLREDUCE or spec.device != Device.CPU:
-        raise SystemExit(f"bare loop: only storage synthetic, strategy allreduce and device cpu are implemented, "
-                         f"not {spec.storage.value}, {spec.strategy.value}, {spec.device.value}")
+    if spec.storage != Storage.SYNTHETIC or spec.strategy != Strategy.ALLREDUCE or spec.device not in devices:
+        raise SystemExit(f"bare loop: only storage synthetic, strategy allreduce and device "
+                         f"{'/'.join(d.value for d in devices)} are implemented, not {spec.storage.value}, "
+                         f"{spec.strategy.value}, {spec.device.value}")
     return spec, out_dir
 
 
-def measure(spec: RunSpec, step: Callable[[], object], barrier: Callable[[], None]) -> tuple[float, float]:
+def measure(spec: RunSpec, step: Callable[[], object], barrier: Callable[[], None],
+            sync: Callable[[], None] = lambda: None) -> tuple[float, float]:
     """The warm-up steps (after one more, the compiling one, where compile is on: the workers run it apart
-    before warm-up), a barrier, then the measured steps with the clock read only at both ends.
-    Returns when the window began (Unix seconds) and its length (s)."""
+    before warm-up), a barrier, then the measured steps with the clock read only at both ends, the device
+    synchronized (``sync``) before each read. Returns when the window began (Unix seconds) and its length (s)."""
     for _ in range(spec.warmup_steps + (spec.compile == Compile.ON)):
         step()
+    sync()
     barrier()
     start_unix, start = time.time(), time.perf_counter()
     for _ in range(spec.measured_steps):
         step()
+    sync()
     return start_unix, time.perf_counter() - start
 
 
