@@ -16,12 +16,13 @@ from harness.launchers import kubernetes
 
 DOCKER = Path(__file__).resolve().parents[1] / "docker"
 DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
+PIN = r"([A-Za-z0-9_.-]+)(?:\[[A-Za-z0-9_,.-]+\])?==([^ ;\"]+)"  # name[extras]==version: the name's version
 
 
 def _pins() -> dict[str, str]:
     project = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())["project"]
     requirements = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
-    return dict(re.match(r"([A-Za-z0-9_.-]+)==([^ ;]+)", r).groups() for r in requirements if "==" in r)
+    return dict(re.match(PIN, r).groups() for r in requirements if "==" in r)
 
 
 def test_there_is_an_image_for_torch():
@@ -41,7 +42,7 @@ def test_dockerfile_passes_hadolint(dockerfile):
 def test_dockerfile_pins_what_pyproject_pins(dockerfile):
     text = dockerfile.read_text()
     pins = _pins()
-    installed = dict(re.findall(r'"([A-Za-z0-9_.-]+)==([^"]+)"', text))
+    installed = dict(re.findall(f'"{PIN}"', text))
     assert installed, "no pinned pip install"
     for package, version in installed.items():
         assert pins.get(package) == version, f"{package}=={version} but pyproject.toml pins {pins.get(package)}"
