@@ -1,11 +1,16 @@
 # PyTorch DDP image for GPU clusters (SLURM with pyxis/apptainer, Kubernetes PyTorchJob).
-# CUDA and NCCL come with the torch wheel (PyPI's default torch build is the CUDA one); the base image
-# gives the driver-facing CUDA user-space libraries and cuDNN. Versions match pyproject.toml's pins
-# (tests/test_docker.py keeps them in step).
+# CUDA, cuDNN and NCCL come with the torch wheel as pip wheels (nvidia-*); the base image gives the GPU
+# container hooks. torch 2.13.0 is built for CUDA 12.6 and 13.0: PyPI's is the CUDA 13 one (nvidia-*-cu13,
+# drivers >= 580), the CUDA 12.6 one is on PyTorch's index (TORCH_INDEX). This image takes cu126, as
+# docker/horovod.Dockerfile must (TensorFlow 2.21's CUDA wheels are CUDA 12), so that torch_ddp and
+# horovod_torch run the same torch build. For GPUs newer than CUDA 12.6 knows (Blackwell), build with
+# --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu130 and tag it apart.
+# Versions match pyproject.toml's pins (tests/test_docker.py keeps them in step).
 # Build from the repository root:  docker build -f docker/torch.Dockerfile -t rosetta/torch:2.13.0 .
-FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
+FROM nvidia/cuda:12.6.3-base-ubuntu24.04
 
 ARG PYTHON_VERSION=3.11
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cu126
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1 \
@@ -24,7 +29,8 @@ ENV PATH=/opt/venv/bin:$PATH
 
 # Dependencies first (a layer that survives source edits), then the harness itself.
 COPY pyproject.toml README.md ./
-RUN pip install "torch==2.13.0" "transformers==5.23.0" "scikit-learn==1.9.1" "numpy==1.26.4" "pyarrow==23.0.1"
+RUN pip install --index-url "${TORCH_INDEX}" "torch==2.13.0" \
+    && pip install "transformers==5.23.0" "scikit-learn==1.9.1" "numpy==1.26.4" "pyarrow==23.0.1"
 COPY harness ./harness
 COPY frameworks ./frameworks
 COPY scenarios ./scenarios

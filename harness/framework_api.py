@@ -25,6 +25,9 @@ class FrameworkInfo:
     strategies: tuple[Strategy, ...]
     storage: tuple[Storage, ...]
     devices: tuple[Device, ...]
+    # The container image the cluster launchers run it in (kubernetes; slurm with a container runtime),
+    # built by exactly one Dockerfile in docker/ (tests/test_docker.py). Launcher options may name another.
+    image: str
     workload_requires: Mapping[Workload, tuple[str, ...]] = field(default_factory=dict)
     precisions: tuple[Precision, ...] = (Precision.FP32,)
     memory_formats: Mapping[Workload, tuple[MemoryFormat, ...]] = field(default_factory=dict)  # default: contiguous

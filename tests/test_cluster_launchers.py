@@ -52,9 +52,13 @@ def test_slurm_containers_mount_the_results(runtime, expected):
     assert script.splitlines()[-1].startswith(expected)
 
 
-def test_slurm_container_without_image_is_unsupported():
-    reason = slurm.unsupported_reason(spec(launcher="slurm", launcher_options={"container_runtime": "pyxis"}))
-    assert reason == "[launcher_options.slurm] container_runtime = 'pyxis' needs container_image"
+@pytest.mark.parametrize("runtime, expected", [("pyxis", "--container-image={}"), ("apptainer", "docker://{}")])
+def test_slurm_containers_default_to_the_frameworks_image(runtime, expected):
+    import frameworks
+
+    script = get("slurm")(_request("slurm", launcher_options={"container_runtime": runtime})).files["job.sbatch"]
+    assert expected.format(frameworks.get("torch_ddp").image) in script.splitlines()[-1].split()
+    assert slurm.Options().container_image == ""  # the framework's (FrameworkInfo.image)
 
 
 def _pytorchjob(**kw) -> dict:

@@ -64,3 +64,15 @@ def test_check_build_reading():
     assert install_horovod.check_build_missing(without_mpi) == ["Controllers: MPI"]
     assert install_horovod.check_build_missing("") == ["Frameworks: TensorFlow", "Frameworks: PyTorch",
                                                        "Controllers: MPI", "Controllers: Gloo"]
+
+
+def test_a_gpu_build_joins_the_key_and_must_tick_nccl():
+    assert install_horovod.build_settings({}) == install_horovod.BUILD_ENV  # a CPU machine: the key as before
+    gpu = install_horovod.build_settings({"HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_BUILD_CUDA_CC_LIST": "80,90",
+                                          "HOROVOD_WITH_MXNET": "1"})  # not a GPU setting: BUILD_ENV's stands
+    assert gpu == {**install_horovod.BUILD_ENV, "HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_BUILD_CUDA_CC_LIST": "80,90"}
+    assert key(build_env=gpu) != key()
+    assert install_horovod.check_build_missing(CHECK_BUILD, install_horovod.required_build(gpu)) == [
+        "Tensor Operations: NCCL"]
+    with_nccl = CHECK_BUILD.replace("[ ] NCCL", "[X] NCCL")
+    assert install_horovod.check_build_missing(with_nccl, install_horovod.required_build(gpu)) == []

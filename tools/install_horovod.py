@@ -14,7 +14,12 @@ TensorFlow, the MPI and the compiler. A cache hit installs in seconds. ``--force
 
 Missing build prerequisites (cmake, a C++ compiler, mpicc, patch, torch, TensorFlow) are reported and
 the step exits 0 without Horovod: the Horovod frameworks then show as not installed and their runs and
-tests are skipped with the reason. A build that fails with everything present exits 1.
+tests are skipped with the reason (with ``--check`` they are an error: there is nothing to check). A build
+that fails with everything present exits 1.
+
+A GPU build (docker/horovod.Dockerfile, on a CUDA devel image) sets ``HOROVOD_GPU_OPERATIONS=NCCL`` and
+optionally ``HOROVOD_BUILD_CUDA_CC_LIST`` etc. (GPU_SETTINGS) in the environment: they join the build
+settings, so the cache key, and ``--check`` then also requires NCCL.
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ BUILD_ENV = {
     "HOROVOD_CPU_OPERATIONS": "GLOO",
 }
 REQUIRED_BUILD = {"Frameworks": ("TensorFlow", "PyTorch"), "Controllers": ("MPI", "Gloo")}
+# Horovod's GPU build settings, taken from the environment when set (none are on a CPU machine).
+GPU_SETTINGS = ("HOROVOD_GPU_OPERATIONS", "HOROVOD_BUILD_CUDA_CC_LIST", "HOROVOD_CUDA_HOME", "HOROVOD_NCCL_HOME",
+                "HOROVOD_NCCL_LINK")
 TOOLS = ("cmake", "c++", "mpicc", "patch")
 
 
@@ -71,8 +79,20 @@ def cache_key(inputs: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(dict(inputs), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def check_build_missing(text: str) -> list[str]:
-    """What ``horovodrun --check-build`` output lacks of REQUIRED_BUILD (e.g. ``["Controllers: MPI"]``)."""
+def build_settings(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """BUILD_ENV, plus the GPU build settings set in ``environ``."""
+    return {**BUILD_ENV, **{name: environ[name] for name in GPU_SETTINGS if environ.get(name)}}
+
+
+def required_build(settings: Mapping[str, str] = BUILD_ENV) -> dict[str, tuple[str, ...]]:
+    """What ``horovodrun --check-build`` must tick for a build with ``settings``."""
+    if settings.get("HOROVOD_GPU_OPERATIONS") == "NCCL":
+        return {**REQUIRED_BUILD, "Tensor Operations": ("NCCL",)}
+    return dict(REQUIRED_BUILD)
+
+
+def check_build_missing(text: str, required: Mapping[str, tuple[str, ...]] = REQUIRED_BUILD) -> list[str]:
+    """What ``horovodrun --check-build`` output lacks of ``required`` (e.g. ``["Controllers: MPI"]``)."""
     ticked, section = set(), None
     for line in text.splitlines():
         stripped = line.strip()
@@ -80,7 +100,7 @@ def check_build_missing(text: str) -> list[str]:
             section = stripped[len("Available "):-1]
         elif stripped.startswith("[X]") and section is not None:
             ticked.add((section, stripped[3:].strip()))
-    return [f"{section}: {name}" for section, names in REQUIRED_BUILD.items() for name in names
+    return [f"{section}: {name}" for section, names in required.items() for name in names
             if (section, name) not in ticked]
 
 
@@ -113,7 +133,7 @@ def detect_inputs() -> dict[str, str]:
         python=f"{sys.implementation.name}-{platform.python_version()}-{sysconfig.get_platform()}",
         torch=_version("torch") or "none", tensorflow=_version("tensorflow-cpu", "tensorflow") or "none",
         mpi=_first_line(["mpicc", "--showme:version"]),  # "mpicc: Open MPI 4.1.4 (Language: C)"
-        compiler=_first_line(["c++", "--version"]))
+        compiler=_first_line(["c++", "--version"]), build_env=build_settings())
 
 
 def cache_root() -> Path:
@@ -161,7 +181,7 @@ def build(folder: Path, inputs: Mapping[str, str], log_path: Path) -> Path:
         source = work / f"horovod-{HOROVOD_VERSION}"
         subprocess.run(["patch", "-p1", "-i", str(PATCH)], cwd=source, check=True, stdout=log, stderr=log)
         # setup.py builds with make -j8 unless MAKEFLAGS is set: match the cores instead
-        env = {**os.environ, **BUILD_ENV, "MAKEFLAGS": os.environ.get("MAKEFLAGS", f"-j{os.cpu_count() or 1}")}
+        env = {**os.environ, **build_settings(), "MAKEFLAGS": os.environ.get("MAKEFLAGS", f"-j{os.cpu_count() or 1}")}
         out = work / "out"
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out),
                         str(source)], cwd=work, env=env, check=True, stdout=log, stderr=log)
@@ -195,7 +215,8 @@ def check() -> list[str]:
             problems.append(f"import {module} failed: {done.stderr.strip().splitlines()[-1:]}")
     horovodrun = Path(sys.executable).parent / "horovodrun"
     done = subprocess.run([str(horovodrun), "--check-build"], capture_output=True, text=True)
-    problems += [f"horovodrun --check-build lacks {item}" for item in check_build_missing(done.stdout)]
+    missing = check_build_missing(done.stdout, required_build(build_settings()))
+    problems += [f"horovodrun --check-build lacks {item}" for item in missing]
     return problems
 
 
@@ -203,14 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="rebuild the wheel even if it is cached")
     parser.add_argument("--check", action="store_true", help="also import horovod.torch/.tensorflow and "
-                                                             "check horovodrun --check-build")
+                                                             "check horovodrun --check-build (missing "
+                                                             "prerequisites are then an error)")
     parser.add_argument("--print-key", action="store_true", help="print the cache key and folder, do nothing")
     args = parser.parse_args(argv)
     missing = missing_prerequisites()
     if missing:
         print(f"install_horovod: not installing Horovod, missing: {', '.join(missing)} "
               f"(the Horovod frameworks will be skipped)", file=sys.stderr)
-        return 0
+        return 1 if args.check else 0
     inputs = detect_inputs()
     key = cache_key(inputs)
     folder = cache_root() / key

@@ -10,6 +10,7 @@ from harness.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="chainer",
     title="Chainer + ChainerMN",
+    image="rosetta/chainer:7.8.1",  # docker/chainer.Dockerfile (CPU only: no CuPy for Chainer 7.8.1 today)
     launchers=("mpirun", "slurm"),
     worker_module="frameworks.chainer.worker",
     requires=("chainer", "mpi4py"),

@@ -8,6 +8,7 @@ from harness.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="horovod_tf",
     title="Horovod TensorFlow",
+    image="rosetta/horovod:0.28.1",  # docker/horovod.Dockerfile: torch + TensorFlow + Horovod with NCCL
     # srun is not offered, as for horovod_torch: without horovodrun's rendezvous, ranks under srun would
     # need SLURM's PMI to reach Open MPI, which this project does not set up.
     launchers=("horovodrun", "mpirun", "kubernetes"),

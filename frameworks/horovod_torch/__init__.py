@@ -8,6 +8,7 @@ from harness.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="horovod_torch",
     title="Horovod PyTorch",
+    image="rosetta/horovod:0.28.1",  # docker/horovod.Dockerfile: torch + TensorFlow + Horovod with NCCL
     # kubernetes: an MPIJob (mpirun from a launcher pod; the image needs Horovod: tools/install_horovod.py).
     # slurm is not offered: ranks under srun would need SLURM's PMI wired to Open MPI (or horovodrun's
     # Gloo rendezvous), which this project does not set up; each rank would start a world of its own.

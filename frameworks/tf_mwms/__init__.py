@@ -6,6 +6,7 @@ from harness.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="tf_mwms",
     title="TensorFlow MultiWorkerMirrored",
+    image="rosetta/tensorflow:2.21.0",  # docker/tensorflow.Dockerfile
     # torchrun serves as a plain process launcher here: the workers meet through TF_CONFIG, not torch
     launchers=("torchrun", "mpirun", "slurm", "kubernetes"),
     worker_module="frameworks.tf_mwms.worker",

@@ -6,6 +6,7 @@ from harness.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="torch_ddp",
     title="PyTorch DDP",
+    image="rosetta/torch:2.13.0",  # docker/torch.Dockerfile
     launchers=("torchrun", "mpirun", "slurm", "kubernetes"),
     worker_module="frameworks.torch_ddp.worker",
     requires=("torch",),

@@ -12,8 +12,9 @@
 The kind is the framework's (``FrameworkInfo.kubernetes_job``) unless ``kind`` says otherwise.
 With kubectl and a configured cluster, the manifest is applied and the harness waits for
 the job to succeed (deleting it if the run is stopped); otherwise ``rosetta run --dry-run``
-writes the manifests to apply elsewhere. The pods run the image built from ``docker/``
-with the repository at ``workdir``; the run's folder is on a volume every pod mounts at the
+writes the manifests to apply elsewhere. The pods run the framework's image
+(``FrameworkInfo.image``, built from ``docker/``) unless ``image`` names another, with the
+repository at ``workdir``; the run's folder is on a volume every pod mounts at the
 same path as the harness sees it (a PersistentVolumeClaim named ``results_claim``).
 """
 
@@ -52,7 +53,7 @@ SSHD = ("/usr/sbin/sshd", "-De")  # what an MPIJob's Worker pods run; the Launch
 @dataclass(frozen=True)
 class Options:
     namespace: str = "default"
-    image: str = "rosetta/torch:2.13.0"  # built from docker/torch.Dockerfile
+    image: str = ""  # "": the framework's own (FrameworkInfo.image, built from docker/)
     workdir: str = "/opt/rosetta"  # where the image holds the repository
     python: str = "python"  # the image's interpreter
     gpus_per_node: int = field(default=0, metadata={"min": 0})
@@ -75,6 +76,13 @@ def job_kind(request: LaunchRequest) -> JobKind:
 
     kind = options(request).kind
     return JobKind(frameworks.get(request.spec.framework).kubernetes_job) if kind == JobKind.AUTO else kind
+
+
+def image(request: LaunchRequest) -> str:
+    """The image the run's pods run: the ``image`` option, or else the framework's declared image."""
+    import frameworks
+
+    return options(request).image or frameworks.get(request.spec.framework).image
 
 
 def manifest(request: LaunchRequest) -> dict[str, Any]:
@@ -148,11 +156,11 @@ def pod_template(request: LaunchRequest, kind: JobKind, argv: list[str], name: s
     cpus = _node_cpus(opts)
     if cpus is not None and ranks_per_pod is not None:
         cpus *= spec.procs_per_node // ranks_per_pod  # worker_env divides the cores by procs_per_node
-    results_dir = str(results_root(request))
+    results_dir, image_name = str(results_root(request)), image(request)
     container = {
-        "name": name or CONTAINERS[kind], "image": opts.image, "imagePullPolicy": "IfNotPresent",
+        "name": name or CONTAINERS[kind], "image": image_name, "imagePullPolicy": "IfNotPresent",
         "workingDir": opts.workdir, "command": argv,
-        "env": [{"name": k, "value": v} for k, v in {**worker_env(request, cpus), "ROSETTA_IMAGE": opts.image}.items()],
+        "env": [{"name": k, "value": v} for k, v in {**worker_env(request, cpus), "ROSETTA_IMAGE": image_name}.items()],
         "resources": {"requests": limits, "limits": dict(limits)} if limits else {},
         "volumeMounts": [{"name": "results", "mountPath": results_dir}, {"name": "dshm", "mountPath": "/dev/shm"}],
     }

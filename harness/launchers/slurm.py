@@ -4,6 +4,9 @@
 world size from SLURM's variables (harness.worker maps them) and meet at the first
 node of the allocation. The run's folder must be on storage every node sees (as the
 repository and its environment must), which is how clusters are set up.
+
+With a ``container_runtime``, the ranks run in ``container_image``, by default the framework's
+own (``FrameworkInfo.image``, built from ``docker/``; apptainer pulls it as ``docker://IMAGE``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ class Options:
     time_limit_min: int = field(default=30, metadata={"min": 1})
     master_port: int = field(default=29500, metadata={"min": 1, "max": 65535})
     container_runtime: ContainerRuntime = ContainerRuntime.NONE
-    container_image: str = ""
+    container_image: str = ""  # "": the framework's own (FrameworkInfo.image)
     container_mounts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # "src:dst"
     container_workdir: str = "/opt/rosetta"  # where the image holds the repository
     extra_sbatch: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # e.g. ["--exclusive"]
@@ -63,17 +66,29 @@ def script(request: LaunchRequest) -> str:
     return "\n".join(lines) + "\n"
 
 
+def container_image(request: LaunchRequest) -> str:
+    """The image the ranks run in: ``container_image``, or else the framework's declared image
+    (for apptainer as a ``docker://`` reference, which it pulls and converts)."""
+    import frameworks
+
+    opts = options(request)
+    if opts.container_image:
+        return opts.container_image
+    declared = frameworks.get(request.spec.framework).image
+    return f"docker://{declared}" if opts.container_runtime == ContainerRuntime.APPTAINER else declared
+
+
 def srun_argv(request: LaunchRequest) -> list[str]:
     opts = options(request)
     results = str(results_root(request))
     mounts = [*opts.container_mounts, f"{results}:{results}"]  # the run's spec in, its records out
     if opts.container_runtime == ContainerRuntime.PYXIS:
-        return ["srun", f"--container-image={opts.container_image}", f"--container-mounts={','.join(mounts)}",
+        return ["srun", f"--container-image={container_image(request)}", f"--container-mounts={','.join(mounts)}",
                 f"--container-workdir={opts.container_workdir}", "python", *worker_argv(request)]
     if opts.container_runtime == ContainerRuntime.APPTAINER:
         binds = [a for m in mounts for a in ("--bind", m)]
         return ["srun", "apptainer", "exec", *(["--nv"] if opts.gpus_per_node else []), *binds,
-                "--pwd", opts.container_workdir, opts.container_image, "python", *worker_argv(request)]
+                "--pwd", opts.container_workdir, container_image(request), "python", *worker_argv(request)]
     return ["srun", request.python, *worker_argv(request)]
 
 
@@ -86,9 +101,6 @@ def command(request: LaunchRequest) -> LaunchCommand:
 
 
 def unsupported_reason(spec: RunSpec) -> str | None:
-    opts = options(spec)
-    if opts.container_runtime != ContainerRuntime.NONE and not opts.container_image:
-        return f"[launcher_options.slurm] container_runtime = {opts.container_runtime.value!r} needs container_image"
     if shutil.which("sbatch") is None:
         return "sbatch not found: no SLURM client here (rosetta run --dry-run writes the batch scripts)"
     return None
