@@ -13,12 +13,11 @@ import horovod
 import horovod.torch as hvd
 import torch
 
-from frameworks.image_input import StallMeter
 from frameworks.torch_ddp import digits, numerics
 from frameworks.torch_ddp.models import parameter_count
-from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, synthetic_batch, weights_checksum
-from frameworks.torch_ddp.worker import versions
-from harness.axes import Device, Storage, Strategy, Workload
+from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, weights_checksum
+from frameworks.torch_ddp.worker import batch_source, versions
+from harness.axes import Device, Strategy, Workload
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
 from harness.spec import RunSpec
@@ -94,24 +93,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     optimizer, compression = distributed_optimizer(optimizer, model, spec.strategy)
     dense = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
-    meter = None  # real data: the input pipeline's stall meter
-    if spec.workload == Workload.DIGITS:
-        data = digits.load(torch.device("cpu"))
-        stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
-        next_batch = lambda: next(stream)  # noqa: E731
-    elif spec.storage != Storage.SYNTHETIC:  # resnet50 images (files or tar shards), bert token partitions
-        from frameworks.torch_ddp.input_pipeline import Pipeline  # PyTorch DDP's loader, this rank's shard
-
-        pipeline = Pipeline(spec, rank, world)
-        if spec.storage == Storage.CACHED_WARM:
-            pipeline.fill_cache()
-        meter = StallMeter(pipeline)  # seconds each step waited for its batch
-
-        def next_batch() -> dict[str, torch.Tensor]:
-            return numerics.batch_to_memory_format(spec, meter.next_batch(pipeline.next_batch))
-    else:
-        batch = numerics.batch_to_memory_format(spec, synthetic_batch(spec, rank, torch.device("cpu")))
-        next_batch = lambda: batch  # noqa: E731
+    # PyTorch DDP's batches: digits, real data through its input pipeline (this rank's share), or synthetic
+    next_batch, meter, data = batch_source(spec, rank, world, torch.device("cpu"))
 
     def step() -> torch.Tensor:
         optimizer.zero_grad()  # Horovod's override takes no set_to_none; torch 2 sets to None by default

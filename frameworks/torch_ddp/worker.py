@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -48,6 +49,30 @@ def gpu_facts(device: str) -> dict[str, str | None]:
     return {"gpu_model": torch.cuda.get_device_name(), "gpu_count": torch.cuda.device_count()}
 
 
+def batch_source(spec: RunSpec, rank: int, world: int, device: torch.device
+                 ) -> tuple[Callable[[], dict[str, torch.Tensor]], StallMeter | None, Any]:
+    """Where each step's batch comes from (shared with horovod_torch): the digits training stream, real
+    data through the input pipeline (with its stall meter), or the one synthetic batch; and the digits data
+    for evaluation (None for the other workloads)."""
+    if spec.workload == Workload.DIGITS:
+        data = digits.load(device)
+        stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
+        return (lambda: next(stream)), None, data
+    if spec.storage != Storage.SYNTHETIC:  # resnet50 images (files or tar shards), bert token partitions
+        from frameworks.torch_ddp.input_pipeline import Pipeline
+
+        pipeline = Pipeline(spec, rank, world)
+        if spec.storage == Storage.CACHED_WARM:
+            pipeline.fill_cache()
+        meter = StallMeter(pipeline)  # seconds each step waited for its batch
+
+        def fetch() -> dict[str, torch.Tensor]:
+            return {k: v.to(device, non_blocking=True) for k, v in pipeline.next_batch().items()}
+        return (lambda: numerics.batch_to_memory_format(spec, meter.next_batch(fetch))), meter, None
+    batch = numerics.batch_to_memory_format(spec, synthetic_batch(spec, rank, device))
+    return (lambda: batch), None, None
+
+
 def main(spec: RunSpec, events: EventWriter) -> None:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device_kind = resolve_device(spec.device)
@@ -70,26 +95,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     strategy = strategies.build(spec.strategy, dict(spec.strategy_options), model,
                                 [local_rank] if device_kind == "cuda" else None)
     optimizer = make_optimizer(spec, strategy.module)
-    meter = None  # real data: the input pipeline's stall meter
-    if spec.workload == Workload.DIGITS:
-        data = digits.load(device)
-        stream = digits.batches(data, rank, world, spec.batch_per_worker, spec.seed)
-        next_batch = lambda: next(stream)  # noqa: E731
-    elif spec.storage != Storage.SYNTHETIC:  # resnet50 images (files or tar shards), bert token partitions
-        from frameworks.torch_ddp.input_pipeline import Pipeline
-
-        pipeline = Pipeline(spec, rank, world)
-        if spec.storage == Storage.CACHED_WARM:
-            pipeline.fill_cache()
-        meter = StallMeter(pipeline)  # seconds each step waited for its batch
-
-        def next_batch() -> dict[str, torch.Tensor]:
-            batch = meter.next_batch(lambda: {k: v.to(device, non_blocking=True)
-                                              for k, v in pipeline.next_batch().items()})
-            return numerics.batch_to_memory_format(spec, batch)
-    else:
-        batch = numerics.batch_to_memory_format(spec, synthetic_batch(spec, rank, device))
-        next_batch = lambda: batch  # noqa: E731
+    next_batch, meter, data = batch_source(spec, rank, world, device)
     trained = numerics.maybe_compile(spec, strategy.module)
     scaler = numerics.grad_scaler(spec, device_kind)
 
