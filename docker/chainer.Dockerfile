@@ -15,11 +15,16 @@ ENV DEBIAN_FRONTEND=noninteractive \
     SETUPTOOLS_USE_DISTUTILS=stdlib \
     ROSETTA_IMAGE=rosetta/chainer:7.8.1
 
-# Open MPI: mpi4py's wheel runs on the system's MPI; mpirun reaches other nodes with ssh.
+# Open MPI: mpi4py's wheel runs on the system's MPI; mpirun reaches other nodes with ssh, and an MPIJob's
+# launcher pod its worker pods' sshd (keys from the MPI Operator's secret, mounted with loose modes).
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev openssh-client iproute2 \
-    && rm -rf /var/lib/apt/lists/*
+    && apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev openssh-client openssh-server \
+        iproute2 \
+    && rm -rf /var/lib/apt/lists/* \
+    && mkdir -p /run/sshd \
+    && sed -i 's/^#\?\s*StrictModes .*/StrictModes no/' /etc/ssh/sshd_config \
+    && printf '    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n' >> /etc/ssh/ssh_config
 
 WORKDIR /opt/rosetta
 RUN python -m venv /opt/venv
