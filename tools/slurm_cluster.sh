@@ -71,6 +71,9 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MailProg=/bin/true
+# a shared 2-core test machine can keep slurmctld from answering within the default 10 s; sbatch then fails
+# with "Zero Bytes were transmitted or received" (seen once in CI)
+MessageTimeout=60
 ReturnToService=2
 MpiDefault=none
 NodeName=$node NodeAddr=$ADDR CPUs=$cores State=UNKNOWN
