@@ -73,6 +73,7 @@ def test_mpirun_one_node_and_across_namespace_hosts():
     assert argv[:4] == ("ip", "netns", "exec", "rosetta-h0")  # mpirun runs in the first host
     assert argv[argv.index("--host") + 1] == "rosetta-h0:2,rosetta-h1:2"
     assert argv[argv.index("plm_rsh_agent") + 1] == "/repo/tools/netns_rsh.sh"
+    assert argv[argv.index("rtc_hwloc_vmhole") + 1] == "none"  # daemons sharing a machine crashed without it
     assert multi.env["MASTER_ADDR"] == "10.0.0.1" and multi.env["GLOO_SOCKET_IFNAME"] == "eth0"
     assert argv[-5:] == ("/py", "-m", "harness.worker", "mod", "/res/runs/S/0003/spec.json")
 

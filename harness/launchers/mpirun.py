@@ -46,9 +46,12 @@ def command(request: LaunchRequest) -> LaunchCommand:
         argv += ["--host", ",".join(f"{h}:{spec.procs_per_node}" for h in opts.hosts[: spec.nodes]),
                  "--mca", "oob_tcp_if_include", opts.interface, "--mca", "btl_tcp_if_include", opts.interface]
         if opts.remote == RemoteShell.NETNS:
-            # routed=direct: every daemon reports straight to mpirun; Open MPI's routing tree failed to
-            # start a daemon between namespace hosts now and then (exit 139, "set routed=direct").
-            argv += ["--mca", "plm_rsh_agent", str(request.repo_root / NETNS_AGENT), "--mca", "routed", "direct"]
+            # rtc_hwloc_vmhole=none: Open MPI 4.1's daemon maps the hwloc topology into shared memory at a
+            # "hole" it guessed in its address space; a second daemon on the same machine crashed there in
+            # about one start in seven (exit 139 in hwloc_shmem_topology_write). Without it each
+            # process reads the topology itself: 0 crashes in 140 starts.
+            argv += ["--mca", "plm_rsh_agent", str(request.repo_root / NETNS_AGENT),
+                     "--mca", "rtc_hwloc_vmhole", "none"]
     for name in env:
         argv += ["-x", name]
     argv += [*opts.extra_args, request.python, *worker_argv(request)]
