@@ -1,7 +1,11 @@
+import shutil
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from harness import storage, storage_servers
 
 TINY = """
 name = "tiny"
@@ -41,3 +45,51 @@ def image_files(tmp_path_factory):
     datagen.make(datagen.parse_spec({"count": 12, "classes": 3, "min_kb": 5, "max_kb": 20, "layout": "files"},
                                     "test"), root)
     return root
+
+
+S3_KEY, S3_SECRET = "rosetta-test", "rosetta-test-secret-value"
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    """The bucket `bench` on a SeaweedFS server; its credentials are in the test's environment."""
+
+    endpoint: str
+    secret: str = S3_SECRET
+
+    def upload(self, root: Path, name: str) -> str:
+        """Copy the dataset folder ``root`` to s3://bench/<name>; returns that url."""
+        url = f"s3://bench/{name}"
+        storage.upload(root, "s3", {"url": url, "endpoint_url": self.endpoint})
+        return url
+
+
+@pytest.fixture
+def s3_bucket(tmp_path, monkeypatch):
+    """SeaweedFS on 127.0.0.1 with an empty bucket `bench`, stopped after the test (skipped with the
+    reason where it cannot start)."""
+    try:
+        with storage_servers.seaweedfs(tmp_path / "weed", S3_KEY, S3_SECRET) as endpoint:
+            monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_KEY)
+            monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET)
+            storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
+            yield S3Bucket(endpoint)
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"S3 server (SeaweedFS) unavailable: {exc}")
+
+
+@pytest.fixture
+def nfs_images(image_files, tmp_path):
+    """``image_files`` exported by NFS-Ganesha over NFSv4 on 127.0.0.1; yields the dataset's nfs:// url,
+    read through libnfs (nothing mounted). Skipped with the reason where either is missing."""
+    try:
+        import libnfs  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
+    export = tmp_path / "export"
+    shutil.copytree(image_files, export / "imagenet")
+    try:
+        with storage_servers.nfs_ganesha(export, tmp_path / "ganesha") as url:
+            yield f"{url}/imagenet"
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")

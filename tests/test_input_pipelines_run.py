@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import datagen, scenario, storage, storage_servers
+from harness import datagen, scenario
 from harness.runner import run_sweep
 
 TF_MISSING = importlib.util.find_spec("tensorflow") is None
@@ -113,59 +113,33 @@ def test_corrupted_object_fails_tf_and_chainer_runs_naming_backend_and_object(tm
 
 
 @needs_tf
-def test_tf_mwms_reads_from_s3(image_files, write_scenario, tmp_path, monkeypatch):
+def test_tf_mwms_reads_from_s3(image_files, s3_bucket, write_scenario, tmp_path):
     """SeaweedFS serves the dataset over S3; tf.data reads it through s3fs (the Store) in its threads."""
-    key, secret = "rosetta-tf", "rosetta-tf-secret-value"
-    try:
-        server = storage_servers.seaweedfs(tmp_path / "weed", key, secret)
-        endpoint = server.__enter__()
-    except storage_servers.Unavailable as exc:
-        pytest.skip(f"S3 server (SeaweedFS) unavailable: {exc}")
-    try:
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
-        storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
-        storage.upload(image_files, "s3", {"url": "s3://bench/imagenet", "endpoint_url": endpoint})
-        text = BASE.format(framework='"tf_mwms"', procs=1, storage='"s3"') + f"""
+    url = s3_bucket.upload(image_files, "imagenet")
+    text = BASE.format(framework='"tf_mwms"', procs=1, storage='"s3"') + f"""
 [storage_options.s3]
-url = "s3://bench/imagenet"
-endpoint_url = "{endpoint}"
+url = "{url}"
+endpoint_url = "{s3_bucket.endpoint}"
 verify_fraction = 1.0
 loader_workers = 2
 """
-        rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
-    finally:
-        server.__exit__(None, None, None)
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     _check_real_data_row(rows[0])
     assert rows[0]["storage"] == "s3" and rows[0]["read_mb_s"] > 0
-    assert secret not in json.dumps({k: str(v) for k, v in rows[0].items()})
+    assert s3_bucket.secret not in json.dumps({k: str(v) for k, v in rows[0].items()})
 
 
 @needs_tf
-def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(image_files, write_scenario, tmp_path):
+def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(nfs_images, write_scenario, tmp_path):
     """NFS-Ganesha exports the dataset over NFSv4; tf.data's 2 loader threads read it, each with its own
     libnfs context (frameworks.image_input.Shard.thread_store)."""
-    try:
-        import libnfs  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
-    export = tmp_path / "export"
-    shutil.copytree(image_files, export / "imagenet")
-    try:
-        server = storage_servers.nfs_ganesha(export, tmp_path / "ganesha")
-        url = server.__enter__()
-    except storage_servers.Unavailable as exc:
-        pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
-    try:
-        text = BASE.format(framework='"tf_mwms"', procs=1, storage='"nfs"') + f"""
+    text = BASE.format(framework='"tf_mwms"', procs=1, storage='"nfs"') + f"""
 [storage_options.nfs]
-url = "{url}/imagenet"
+url = "{nfs_images}"
 verify_fraction = 1.0
 loader_workers = 2
 """
-        rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
-    finally:
-        server.__exit__(None, None, None)
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     _check_real_data_row(rows[0])
     assert json.loads(rows[0]["spec"])["storage_options"]["url"].startswith("nfs://127.0.0.1:")
 

@@ -9,7 +9,6 @@ pytest.importorskip("torch")
 
 from harness import datagen, scenario, storage  # noqa: E402
 from harness.runner import run_sweep  # noqa: E402
-from harness import storage_servers  # noqa: E402
 
 BASE = """
 name = "storage-run"
@@ -74,63 +73,35 @@ loader_workers = 1
     assert "checksum" in rows[0]["reason"]
 
 
-def test_s3_cold_and_warm_cache_runs(image_files, write_scenario, tmp_path, monkeypatch):
-    key, secret = "rosetta-run", "rosetta-run-secret-value"
-    try:
-        server = storage_servers.seaweedfs(tmp_path / "weed", key, secret)
-        endpoint = server.__enter__()
-    except storage_servers.Unavailable as exc:
-        pytest.skip(f"S3 server (SeaweedFS) unavailable: {exc}")
-    try:
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
-        storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
-        storage.upload(image_files, "s3", {"url": "s3://bench/imagenet", "endpoint_url": endpoint})
-        text = BASE.format(procs=1, storages='["s3", "cached", "cached_warm"]')
-        for name in ("s3", "cached", "cached_warm"):
-            text += f"""
+def test_s3_cold_and_warm_cache_runs(image_files, s3_bucket, write_scenario, tmp_path):
+    url = s3_bucket.upload(image_files, "imagenet")
+    text = BASE.format(procs=1, storages='["s3", "cached", "cached_warm"]')
+    for name in ("s3", "cached", "cached_warm"):
+        text += f"""
 [storage_options.{name}]
-url = "s3://bench/imagenet"
-endpoint_url = "{endpoint}"
+url = "{url}"
+endpoint_url = "{s3_bucket.endpoint}"
 loader_workers = 1
 """ + (f'remote = "s3"\ncache_dir = "{tmp_path / name}"\n' if name != "s3" else "")
-        rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
-    finally:
-        server.__exit__(None, None, None)
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     by = {r["storage"]: r for r in rows}
     assert all(r["status"] == "ok" for r in rows), [r.get("reason") for r in rows]
     assert by["s3"]["cache_hit_rate"] is None and by["s3"]["read_mb_s"] > 0
     assert by["cached"]["cache_hit_rate"] < 0.5  # cold: emptied before the run, most reads go to the server
     assert by["cached_warm"]["cache_hit_rate"] == 1.0  # warm: filled before the window
     for row in rows:  # the secret never reaches a row
-        assert secret not in json.dumps({k: str(v) for k, v in row.items()})
+        assert s3_bucket.secret not in json.dumps({k: str(v) for k, v in row.items()})
 
 
-def test_nfs_run_reads_through_libnfs_without_mounting(image_files, write_scenario, tmp_path, tmp_path_factory):
+def test_nfs_run_reads_through_libnfs_without_mounting(nfs_images, write_scenario, tmp_path):
     """NFS-Ganesha exports the dataset over NFSv4; the DataLoader's worker reads it with libnfs."""
-    import shutil
-
-    try:
-        import libnfs  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
-    export = tmp_path / "export"
-    shutil.copytree(image_files, export / "imagenet")
-    try:
-        server = storage_servers.nfs_ganesha(export, tmp_path / "ganesha")
-        url = server.__enter__()
-    except storage_servers.Unavailable as exc:
-        pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
-    try:
-        text = BASE.format(procs=1, storages='"nfs"') + f"""
+    text = BASE.format(procs=1, storages='"nfs"') + f"""
 [storage_options.nfs]
-url = "{url}/imagenet"
+url = "{nfs_images}"
 verify_fraction = 1.0
 loader_workers = 1
 """
-        rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
-    finally:
-        server.__exit__(None, None, None)
+    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert [r["status"] for r in rows] == ["ok"], [r.get("reason") for r in rows]
     assert rows[0]["read_mb_s"] > 0 and rows[0]["objects_verified"] > 0
     assert json.loads(rows[0]["spec"])["storage_options"]["url"].startswith("nfs://127.0.0.1:")
@@ -232,7 +203,7 @@ loader_workers = 0
     assert rows[0]["status"] == "failed" and "is a dataset of kind imagenet; workload bert reads kind bert" in rows[0]["reason"]
 
 
-def test_s3_streams_bert_partitions_and_image_shards(text_dataset, tmp_path, monkeypatch):
+def test_s3_streams_bert_partitions_and_image_shards(text_dataset, s3_bucket, tmp_path):
     """The input pipeline alone against SeaweedFS: each rank its own partitions / shards, checksums verified."""
     import dataclasses
 
@@ -241,37 +212,24 @@ def test_s3_streams_bert_partitions_and_image_shards(text_dataset, tmp_path, mon
     from harness.spec import RunSpec
     from harness.workloads import WORKLOADS
 
-    key, secret = "rosetta-run", "rosetta-run-secret-value"
     images = tmp_path / "imagenet"
     datagen.make(datagen.parse_spec({"count": 8, "classes": 2, "min_kb": 5, "max_kb": 10, "layout": "shards",
                                      "shard_samples": 2}, "t"), images)
-    try:
-        server = storage_servers.seaweedfs(tmp_path / "weed", key, secret)
-        endpoint = server.__enter__()
-    except storage_servers.Unavailable as exc:
-        pytest.skip(f"S3 server (SeaweedFS) unavailable: {exc}")
-    try:
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
-        storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
-        for name, root in (("bert", text_dataset), ("imagenet", images)):
-            storage.upload(root, "s3", {"url": f"s3://bench/{name}", "endpoint_url": endpoint})
-        seen = {}
-        for workload, name, layout in ((Workload.BERT, "bert", "files"), (Workload.RESNET50, "imagenet", "shards")):
-            options = dataclasses.asdict(storage.StorageOptions(url=f"s3://bench/{name}", endpoint_url=endpoint,
-                                                                verify_fraction=1.0, loader_workers=1, layout=layout))
-            for rank in range(2):
-                spec = RunSpec(scenario="s", framework="torch_ddp", workload=workload, size=Size.TINY,
-                               workload_options=WORKLOADS[workload].options(Size.TINY), nodes=1, procs_per_node=2,
-                               batch_per_worker=4, strategy=Strategy.ALLREDUCE, storage=Storage.S3, repeat=0,
-                               warmup_steps=0, measured_steps=1, timeout_s=60, device=Device.CPU, seed=0,
-                               storage_options=options)
-                pipeline = Pipeline(spec, rank, 2)
-                for _ in range(40):  # 160 samples: every object of the rank read at least once
-                    batch = pipeline.next_batch()
-                seen[(name, rank)] = (pipeline.shard.objects, pipeline.verified, pipeline.bytes_read, batch)
-    finally:
-        server.__exit__(None, None, None)
+    urls = {name: s3_bucket.upload(root, name) for name, root in (("bert", text_dataset), ("imagenet", images))}
+    seen = {}
+    for workload, name, layout in ((Workload.BERT, "bert", "files"), (Workload.RESNET50, "imagenet", "shards")):
+        options = dataclasses.asdict(storage.StorageOptions(url=urls[name], endpoint_url=s3_bucket.endpoint,
+                                                            verify_fraction=1.0, loader_workers=1, layout=layout))
+        for rank in range(2):
+            spec = RunSpec(scenario="s", framework="torch_ddp", workload=workload, size=Size.TINY,
+                           workload_options=WORKLOADS[workload].options(Size.TINY), nodes=1, procs_per_node=2,
+                           batch_per_worker=4, strategy=Strategy.ALLREDUCE, storage=Storage.S3, repeat=0,
+                           warmup_steps=0, measured_steps=1, timeout_s=60, device=Device.CPU, seed=0,
+                           storage_options=options)
+            pipeline = Pipeline(spec, rank, 2)
+            for _ in range(40):  # 160 samples: every object of the rank read at least once
+                batch = pipeline.next_batch()
+            seen[(name, rank)] = (pipeline.shard.objects, pipeline.verified, pipeline.bytes_read, batch)
     assert seen[("bert", 0)][0] == [f"bert/part-{i:05d}.npy" for i in (0, 2, 4, 6)]
     assert seen[("bert", 1)][0] == [f"bert/part-{i:05d}.npy" for i in (1, 3, 5, 7)]
     assert seen[("imagenet", 0)][0] == ["shards/train-000000.tar", "shards/train-000002.tar"]
