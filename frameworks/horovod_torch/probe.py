@@ -13,10 +13,9 @@ import horovod.torch as hvd
 import torch
 
 from frameworks.horovod_torch.worker import distributed_optimizer
-from frameworks.torch_ddp.probe import layer_records
-from frameworks.torch_ddp.training import build_model, loss_of, optimizer_facts, optimizer_from_recipe
+from frameworks.torch_ddp.probe import probe_with
+from frameworks.torch_ddp.training import optimizer_facts
 from harness.axes import Strategy, Workload
-from harness.equivalence import PROBE_BATCH, fixed_batch, probe_recipe
 
 
 def distributed_optimizer_facts(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
@@ -34,20 +33,8 @@ def distributed_optimizer_facts(optimizer: torch.optim.Optimizer) -> dict[str, A
 def probe(workload: Workload, options: Mapping[str, Any], steps: int, seed: int) -> dict[str, Any]:
     """Parameters, layer records, optimizer facts and ``steps`` losses on the fixed batch."""
     hvd.init()
-    torch.manual_seed(seed)
-    model = build_model(workload, dict(options))
-    batch = {k: torch.from_numpy(v) for k, v in fixed_batch(workload, options, PROBE_BATCH, seed).items()}
-    model.eval()
-    layers = layer_records(model, {k: v[:2] for k, v in batch.items()})
-    model.train()
-    optimizer, _ = distributed_optimizer(optimizer_from_recipe(probe_recipe(workload, options), model), model,
-                                         Strategy.ALLREDUCE)
-    losses = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_of(workload, model, batch)
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    return {"parameters": sum(p.numel() for p in model.parameters() if p.requires_grad), "layers": layers,
-            "optimizer": distributed_optimizer_facts(optimizer), "losses": losses}
+
+    def wrap(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> torch.optim.Optimizer:
+        return distributed_optimizer(optimizer, model, Strategy.ALLREDUCE)[0]
+
+    return probe_with(workload, options, steps, seed, wrap, distributed_optimizer_facts)

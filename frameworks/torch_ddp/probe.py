@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
@@ -47,19 +47,27 @@ def _inputs_only(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def probe(workload: Workload, options: Mapping[str, Any], steps: int, seed: int) -> dict[str, Any]:
     """Parameters, layer records, optimizer facts and ``steps`` losses on the fixed batch."""
+    return probe_with(workload, options, steps, seed, lambda optimizer, model: optimizer, optimizer_facts)
+
+
+def probe_with(workload: Workload, options: Mapping[str, Any], steps: int, seed: int,
+               wrap: Callable[[torch.optim.Optimizer, nn.Module], torch.optim.Optimizer],
+               facts: Callable[[torch.optim.Optimizer], dict[str, Any]]) -> dict[str, Any]:
+    """The probe of a PyTorch model whose optimizer a framework wraps (Horovod's DistributedOptimizer):
+    ``wrap`` makes the framework's optimizer from the recipe's, ``facts`` reads the optimizer facts back."""
     torch.manual_seed(seed)
     model = build_model(workload, dict(options))
     batch = {k: torch.from_numpy(v) for k, v in fixed_batch(workload, options, PROBE_BATCH, seed).items()}
     model.eval()
     layers = layer_records(model, {k: v[:2] for k, v in batch.items()})
     model.train()
-    optimizer = optimizer_from_recipe(probe_recipe(workload, options), model)
+    optimizer = wrap(optimizer_from_recipe(probe_recipe(workload, options), model), model)
     losses = []
     for _ in range(steps):
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss = loss_of(workload, model, batch)
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
     return {"parameters": sum(p.numel() for p in model.parameters() if p.requires_grad), "layers": layers,
-            "optimizer": optimizer_facts(optimizer), "losses": losses}
+            "optimizer": facts(optimizer), "losses": losses}
