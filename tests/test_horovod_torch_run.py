@@ -116,3 +116,22 @@ def test_bf16_autocast_and_channels_last_on_two_ranks(write_scenario, tmp_path):
     assert bf16["first_loss"] > 0 and bf16["last_loss"] > 0
     # a CPU-only Horovod build declares no float16 autocast: a skipped row, nothing launched
     assert fp16["status"] == "skipped" and "amp_fp16" in fp16["reason"]
+
+
+# A real one-node SLURM cluster (tests/test_engines.py): root only, skipped with the reason elsewhere.
+from tests.test_engines import _run as run_cli, slurm_conf  # noqa: E402,F401 - fixture used by name
+
+IN_SLURM_NAMESPACE = ["ip", "netns", "exec", "rosetta-slurm"]
+
+
+def test_slurm_ranks_started_by_srun_join_through_pmix(slurm_conf, tmp_path):  # noqa: F811
+    path = tmp_path / "slurm.toml"
+    path.write_text(SCENARIO.format(launcher="slurm").replace("procs_per_node = [1, 2]", "procs_per_node = 2"))
+    results = tmp_path / "pmix"
+    (row,) = run_cli(IN_SLURM_NAMESPACE, path, results, {"SLURM_CONF": slurm_conf, "SLURM_MPI_TYPE": "pmix"})
+    assert row["status"] == "ok", row["reason"]
+    assert row["launcher"] == "slurm" and row["world_size"] == 2 and row["weights_consistent"] is True
+    assert {e["backend"] for e in _events(results, row) if e["event"] == "hello"} == {"horovod-mpi"}
+    # without PMI every rank would start MPI alone: the worker says what to set, before MPI aborts
+    (row,) = run_cli(IN_SLURM_NAMESPACE, path, tmp_path / "none", {"SLURM_CONF": slurm_conf, "SLURM_MPI_TYPE": "none"})
+    assert row["status"] == "failed" and "set SLURM_MPI_TYPE=pmix" in row["reason"], row["reason"]

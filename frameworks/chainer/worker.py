@@ -9,23 +9,12 @@ from __future__ import annotations
 import os
 import platform
 
+from frameworks import mpi_job
 from frameworks.chainer.compat import import_chainer
 
 chainer = import_chainer()
 
-# Variables that say this process belongs to an MPI job: Open MPI's mpirun, PMIx, PMI-2.
-MPI_JOB_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
-
-
-def check_started_as_one_mpi_job(env: dict[str, str]) -> None:
-    """srun without PMI (SLURM's MpiDefault=none) starts each rank as a lone process, which Open MPI aborts
-    in MPI_Init with a page about rebuilding it: say what to set instead, before MPI starts."""
-    if "SLURM_PROCID" in env and not any(v in env for v in MPI_JOB_VARIABLES):
-        raise RuntimeError("srun started this rank without PMI, so MPI cannot join the ranks: set "
-                           "SLURM_MPI_TYPE=pmix in the harness's environment (or MpiDefault=pmix in slurm.conf)")
-
-
-check_started_as_one_mpi_job(dict(os.environ))
+mpi_job.check_started_as_one_job(os.environ)  # before chainermn's import starts MPI
 
 import chainermn  # noqa: E402
 import mpi4py  # noqa: E402
@@ -81,10 +70,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     device_kind = resolve_device(spec.device)
     comm = chainermn.create_communicator("pure_nccl" if device_kind == "cuda" else "naive")
     rank, world = comm.rank, comm.size
-    if world != spec.world_size:
-        # e.g. srun without PMI: every process starts MPI alone and would train alone
-        raise RuntimeError(f"MPI sees {world} process(es) but the run has {spec.world_size} ranks: the launcher "
-                           f"did not start them as one MPI job (with slurm, srun needs PMI: SLURM_MPI_TYPE=pmix)")
+    mpi_job.check_world(world, spec.world_size, "MPI")
     threads = blas_threads(comm.intra_size)
     # set explicitly (an OPENBLAS_NUM_THREADS in the environment would win over OMP_NUM_THREADS);
     # what is in effect is read back into the hello record

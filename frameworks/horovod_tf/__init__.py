@@ -9,9 +9,8 @@ INFO = FrameworkInfo(
     name="horovod_tf",
     title="Horovod TensorFlow",
     image="rosetta/horovod:0.28.1",  # docker/horovod.Dockerfile: torch + TensorFlow + Horovod with NCCL
-    # srun is not offered, as for horovod_torch: without horovodrun's rendezvous, ranks under srun would
-    # need SLURM's PMI to reach Open MPI, which this project does not set up.
-    launchers=("horovodrun", "mpirun", "kubernetes"),
+    # slurm: as for horovod_torch, the MPI controller joins srun's ranks through PMIx (SLURM_MPI_TYPE=pmix)
+    launchers=("horovodrun", "mpirun", "slurm", "kubernetes"),
     worker_module="frameworks.horovod_tf.worker",
     requires=("horovod", "tensorflow", "keras"),  # the first is the row's framework_version
     workloads=(Workload.RESNET50, Workload.BERT),

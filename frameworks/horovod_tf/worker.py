@@ -8,11 +8,12 @@ has no attribute 'ref'): the shared step hands it their tf.Variables (``v.value`
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import numpy as np
 
-from frameworks import image_input
+from frameworks import image_input, mpi_job
 from frameworks.keras_models import input_pipeline, runtime, training
 from harness.axes import Compile, Device, Strategy
 from harness.equivalence import recipe
@@ -81,8 +82,10 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         events.emit("skip", reason=f"{unavailable} (horovod_tf runs on the CPU: Horovod is built without NCCL)")
         return
     numerics = runtime.set_precision(spec.precision)
+    mpi_job.check_started_as_one_job(os.environ)
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
+    mpi_job.check_world(world, spec.world_size, "Horovod")
     events.hello(world, "cpu", {**runtime.versions(), "horovod": horovod.__version__},
                  backend=f"horovod-{controller()}", **numerics, **threads, gpu_model=None, gpu_count=0)
 

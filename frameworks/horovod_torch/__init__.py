@@ -10,9 +10,9 @@ INFO = FrameworkInfo(
     title="Horovod PyTorch",
     image="rosetta/horovod:0.28.1",  # docker/horovod.Dockerfile: torch + TensorFlow + Horovod with NCCL
     # kubernetes: an MPIJob (mpirun from a launcher pod; the image needs Horovod: tools/install_horovod.py).
-    # slurm is not offered: ranks under srun would need SLURM's PMI wired to Open MPI (or horovodrun's
-    # Gloo rendezvous), which this project does not set up; each rank would start a world of its own.
-    launchers=("horovodrun", "mpirun", "kubernetes"),
+    # slurm: srun starts the ranks, Horovod's MPI controller joins them through PMIx (SLURM_MPI_TYPE=pmix;
+    # a Horovod built without MPI cannot join ranks that horovodrun did not start).
+    launchers=("horovodrun", "mpirun", "slurm", "kubernetes"),
     kubernetes_job="MPIJob",
     worker_module="frameworks.horovod_torch.worker",
     requires=("horovod", "torch"),  # the first is the row's framework_version

@@ -8,11 +8,13 @@ Horovod's DistributedOptimizer allreduces each gradient as backward produces it 
 
 from __future__ import annotations
 
+import os
 
 import horovod
 import horovod.torch as hvd
 import torch
 
+from frameworks import mpi_job
 from frameworks.torch_ddp import digits, numerics
 from frameworks.torch_ddp.models import parameter_count
 from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, weights_checksum
@@ -75,10 +77,10 @@ def broadcast_from_root(model: torch.nn.Module, optimizer: torch.optim.Optimizer
 def main(spec: RunSpec, events: EventWriter) -> None:
     if spec.device == Device.CUDA:
         raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
+    mpi_job.check_started_as_one_job(os.environ)
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
-    if world != spec.world_size:  # e.g. ranks started without a launcher Horovod knows: each alone
-        raise RuntimeError(f"Horovod sees {world} processes, the run has {spec.world_size}")
+    mpi_job.check_world(world, spec.world_size, "Horovod")
     found = {**versions(), "horovod": horovod.__version__}
     events.hello(world, "cpu", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
                  gpu_model=None, gpu_count=0)

@@ -1,0 +1,31 @@
+"""Checks that a rank was started as one process of an MPI (or Horovod) job, shared by the MPI frameworks.
+
+Framework-free: run before MPI starts, so that a launch that cannot join the ranks ends with what to
+set instead of Open MPI's page about rebuilding it, or with every process training alone.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+# Variables that say this process belongs to a job of several ranks: Open MPI's mpirun, PMIx, PMI-2,
+# and horovodrun's Gloo controller (whose ranks may run inside a SLURM allocation too).
+JOB_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "HOROVOD_RANK")
+
+SRUN_WITHOUT_PMI = ("srun started this rank without PMI, so MPI cannot join the ranks: set SLURM_MPI_TYPE=pmix "
+                    "in the harness's environment (or MpiDefault=pmix in slurm.conf)")
+
+
+def check_started_as_one_job(env: Mapping[str, str]) -> None:
+    """srun without PMI (SLURM's MpiDefault=none) starts each rank as a lone process, which Open MPI aborts
+    in MPI_Init: raise, naming the setting, before MPI starts."""
+    if "SLURM_PROCID" in env and not any(v in env for v in JOB_VARIABLES):
+        raise RuntimeError(SRUN_WITHOUT_PMI)
+
+
+def check_world(seen: int, expected: int, library: str) -> None:
+    """Raise if the communication library sees another number of ranks than the run has (a launcher it
+    does not know starts every process alone, each of which would train on its own)."""
+    if seen != expected:
+        raise RuntimeError(f"{library} sees {seen} process(es) but the run has {expected} ranks: the launcher did "
+                           f"not start them as one job (with slurm, srun needs PMI: SLURM_MPI_TYPE=pmix)")
