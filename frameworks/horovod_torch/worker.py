@@ -15,11 +15,10 @@ import horovod.torch as hvd
 import torch
 
 from frameworks import mpi_job
-from frameworks.torch_ddp import digits, numerics
-from frameworks.torch_ddp.models import parameter_count
-from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer, weights_checksum
-from frameworks.torch_ddp.worker import batch_source, versions
-from harness.axes import Device, Strategy, Workload
+from frameworks.torch_ddp import numerics
+from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer
+from frameworks.torch_ddp.worker import StepLedger, batch_source, versions
+from harness.axes import Device, Strategy
 from harness.events import EventWriter
 from harness.measure import run_measured_loop
 from harness.spec import RunSpec
@@ -106,27 +105,11 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         optimizer.step()  # waits for the allreduces, then updates
         return loss.detach()
 
-    bytes_after = [0]  # cumulative bytes handed to allreduce after each step (index = steps done)
-    note_window = meter.between_steps(spec.warmup_steps) if meter else lambda done: None
-
-    def between_steps(done: int) -> None:
-        bytes_after.append(compression.bytes_sent)
-        note_window(done)  # the input pipeline's counters when the measured window starts
-        if spec.workload == Workload.DIGITS and done % int(spec.workload_options["eval_every"]) == 0:
-            accuracy, loss = digits.evaluate(model, data)
-            events.emit("eval", step=done, accuracy=accuracy, loss=loss)
-
+    ledger = StepLedger(spec, events, model, meter, data, lambda: compression.bytes_sent)
     window = run_measured_loop(step, sync=lambda: None, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
-                               events=events, loss_value=lambda t: float(t.item()), between_steps=between_steps)
-    if meter is not None:  # after the window: a loader-only pass never competes with training
-        events.emit("data", **meter.record(window, spec.measured_steps))
-    measured_bytes = bytes_after[-1] - bytes_after[spec.warmup_steps]
-    events.emit("comm", bytes_per_step=measured_bytes / spec.measured_steps, dense_bytes_per_step=dense)
-    facts = {}
-    if spec.workload == Workload.DIGITS:
-        facts["final_accuracy"] = digits.evaluate(model, data)[0]
-    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model),
-                layout=numerics.image_layout(model), **facts)
+                               events=events, loss_value=lambda t: float(t.item()), between_steps=ledger.between_steps)
+    ledger.after_window(window, dense)  # bytes: what the compressor handed to allreduce
+    ledger.end()
     hvd.barrier()
     hvd.shutdown()

@@ -73,6 +73,44 @@ def batch_source(spec: RunSpec, rank: int, world: int, device: torch.device
     return (lambda: batch), None, None
 
 
+class StepLedger:
+    """What a PyTorch worker (DDP or Horovod) records around its training loop: the bytes its gradient
+    exchange sent after each step, the input pipeline's counters when the window starts, the digits
+    evaluations, then the window's data and comm records and the closing end record."""
+
+    def __init__(self, spec: RunSpec, events: EventWriter, model: torch.nn.Module, meter: StallMeter | None,
+                 data: Any, bytes_sent: Callable[[], int]):
+        self.spec, self.events, self.model, self.meter, self.data = spec, events, model, meter, data
+        self.bytes_sent = bytes_sent
+        self.bytes_after = [0]  # cumulative bytes sent after each step (index = steps done)
+        self.note_window = meter.between_steps(spec.warmup_steps) if meter else (lambda done: None)
+
+    def between_steps(self, done: int) -> None:
+        """After ``done`` steps (run_measured_loop's hook)."""
+        self.bytes_after.append(self.bytes_sent())
+        self.note_window(done)  # the input pipeline's counters when the measured window starts
+        if self.spec.workload == Workload.DIGITS and done % int(self.spec.workload_options["eval_every"]) == 0:
+            accuracy, loss = digits.evaluate(self.model, self.data)
+            self.events.emit("eval", step=done, accuracy=accuracy, loss=loss)
+
+    def after_window(self, window: Any, dense_bytes_per_step: int) -> None:
+        """The data record (a loader-only pass after the window never competes with training) and the
+        comm record: bytes per measured step, and what a dense exchange of the gradients would send."""
+        if self.meter is not None:
+            self.events.emit("data", **self.meter.record(window, self.spec.measured_steps))
+        measured = self.bytes_after[-1] - self.bytes_after[self.spec.warmup_steps]
+        self.events.emit("comm", bytes_per_step=measured / self.spec.measured_steps,
+                         dense_bytes_per_step=dense_bytes_per_step)
+
+    def end(self) -> None:
+        """The end record: the weights' checksum (compared across ranks), parameters, layout, accuracy."""
+        facts = {}
+        if self.spec.workload == Workload.DIGITS:
+            facts["final_accuracy"] = digits.evaluate(self.model, self.data)[0]
+        self.events.emit("end", weights_checksum=weights_checksum(self.model),
+                         parameters=parameter_count(self.model), layout=numerics.image_layout(self.model), **facts)
+
+
 def main(spec: RunSpec, events: EventWriter) -> None:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device_kind = resolve_device(spec.device)
@@ -109,15 +147,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         strategy.after_step()
         return loss.detach()
 
-    bytes_after = [0]  # cumulative bytes sent after each step (index = steps done)
-    note_window = meter.between_steps(spec.warmup_steps) if meter else lambda done: None
-
-    def between_steps(done: int) -> None:
-        bytes_after.append(strategy.bytes_sent)
-        note_window(done)  # the input pipeline's counters when the measured window starts
-        if spec.workload == Workload.DIGITS and done % int(spec.workload_options["eval_every"]) == 0:
-            accuracy, loss = digits.evaluate(model, data)
-            events.emit("eval", step=done, accuracy=accuracy, loss=loss)
+    ledger = StepLedger(spec, events, model, meter, data, lambda: strategy.bytes_sent)
 
     sync = torch.cuda.synchronize if device_kind == "cuda" else (lambda: None)
     if spec.compile == Compile.ON:  # compilation happens in the first call: time it apart, before warm-up
@@ -127,17 +157,9 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         events.emit("compile", seconds=time.perf_counter() - t0)
     window = run_measured_loop(step, sync=sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
                       measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
-                      events=events, loss_value=lambda t: float(t.item()), between_steps=between_steps)
-    if meter is not None:  # after the window: a loader-only pass never competes with training
-        events.emit("data", **meter.record(window, spec.measured_steps))
-    measured_bytes = bytes_after[-1] - bytes_after[spec.warmup_steps]
-    events.emit("comm", bytes_per_step=measured_bytes / spec.measured_steps,
-                dense_bytes_per_step=strategy.dense_bytes_per_step)
+                      events=events, loss_value=lambda t: float(t.item()), between_steps=ledger.between_steps)
+    ledger.after_window(window, strategy.dense_bytes_per_step)
     strategy.finish()  # model-averaging strategies: the final consensus model on every rank
-    facts = {}
-    if spec.workload == Workload.DIGITS:
-        facts["final_accuracy"] = digits.evaluate(model, data)[0]
-    events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model),
-                layout=numerics.image_layout(model), **facts)
+    ledger.end()
     dist.barrier()
     dist.destroy_process_group()
