@@ -101,10 +101,12 @@ def test_horovodrun_gloo_or_mpi_controller():
                                                    "network_interface": "ib0"}),
                             "mod", Path("/r/spec.json"), "/py", cpu_count=8)
     assert get("horovodrun")(request).argv == (
-        "/py", "-m", "horovod.runner.launch", "-np", "8", "-H", "n1:4,n2:4", "--mpi", "--start-timeout", "120",
-        "--network-interface", "ib0", "/py", "-m", "harness.contract.worker", "mod", "/r/spec.json")
+        "/py", "-m", "harness.launchers.horovodrun_entry", "-np", "8", "-H", "n1:4,n2:4", "--mpi",
+        "--start-timeout", "120", "--network-interface", "ib0",
+        "/py", "-m", "harness.contract.worker", "mod", "/r/spec.json")
     local = get("horovodrun")(LaunchRequest(spec(launcher="horovodrun"), "mod", Path("/r/spec.json"), "/py", 8))
-    assert local.argv[:8] == ("/py", "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--gloo")
+    assert local.argv[:8] == ("/py", "-m", "harness.launchers.horovodrun_entry", "-np", "2", "-H", "localhost:2",
+                              "--gloo")
     assert "OMPI_MCA_plm" not in get("horovodrun")(request).env  # hosts: Horovod's mpirun uses ssh
     one_host_mpi = LaunchRequest(spec(launcher="horovodrun", launcher_options={"controller": "mpi"}), "mod",
                                  Path("/r/spec.json"), "/py", 8)
@@ -117,3 +119,25 @@ def test_horovod_variables_become_torch_ones():
     env = {"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2"}
     assert torch_variables(env) == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
     assert torch_variables({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "RANK": "0"}) == {"WORLD_SIZE": "8"}
+
+
+def test_horovodrun_build_check_is_asked_once_per_installation(tmp_path):
+    from harness.launchers.horovodrun_entry import installation_key, remembered
+
+    asked = []
+    checks = {"gloo": lambda: asked.append("gloo") or True, "mpi": lambda: asked.append("mpi") or False}
+    path = tmp_path / "cache" / "built.json"
+    assert remembered(path, checks) == {"gloo": True, "mpi": False}
+    assert remembered(path, checks) == {"gloo": True, "mpi": False}
+    assert asked == ["gloo", "mpi"]  # the second launch read the file
+    path.write_text("{not json")
+    assert remembered(path, checks) == {"gloo": True, "mpi": False} and len(asked) == 4  # damaged: asked again
+
+    package = tmp_path / "horovod"
+    (package / "torch").mkdir(parents=True)
+    ext = package / "torch" / "mpi_lib_v2.so"
+    ext.write_bytes(b"1")
+    before = installation_key(package, "0.28.1")
+    ext.write_bytes(b"rebuilt")  # another size: a rebuilt Horovod is asked again
+    assert installation_key(package, "0.28.1") != before
+    assert installation_key(package, "0.28.2") != installation_key(package, "0.28.1")
