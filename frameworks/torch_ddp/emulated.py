@@ -8,7 +8,10 @@ of an accelerator, slept, and a barrier across ranks, which stands in for the gr
 its records and the checkpoint phase, the same for every framework). No model is built. After the window
 the rank records what the pipeline did (the ``data`` record), the emulation's facts (AU, and whether the
 machine's CPU or the rank's loader processes were saturated: the loader, not storage, then limits AU),
-and, if asked, the checkpoint phase.
+and, if asked, the checkpoint phase. Horovod's barrier costs more than gloo's on a busy host: its
+``synchronize`` spins (poll, yield) until the background thread is done; 2 ranks on 2 cores under a
+load of 7 to 14, about 18 ms per step against gloo's 0.3 ms (benchmarks/RESULTS.md), which the window
+counts as a real Horovod step's wait would be.
 """
 
 from __future__ import annotations
