@@ -12,7 +12,8 @@ stall and hit rate, the most emulated accelerators each backend sustained at AU 
 them (and, with --checkpoint, the seed's published save/load times beside the measured ones), and
 appends the figures to benchmarks/RESULTS.md with the machine and its load.
 Each framework of the scenario (torch_ddp, tf_mwms, chainer) feeds its emulated accelerators through its
-own input pipeline; --frameworks runs some of them.
+own input pipeline; --frameworks runs others instead (any framework: horovod_torch and horovod_tf feed
+theirs through torch_ddp's and tf_mwms's pipelines and barrier through Horovod).
 Usage: python benchmarks/emulated_storage.py [--count 400] [--sizes 1,2,4,8] [--backends local,s3,...]
        [--frameworks torch_ddp,...] [--checkpoint] [--results DIR]
 """
@@ -198,7 +199,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=400, help="JPEGs in the dataset")
     parser.add_argument("--sizes", default="1,2,4,8", help="emulated accelerators to try")
     parser.add_argument("--backends", default="local,nfs,s3,blob,juicefs,juicefs_warm")
-    parser.add_argument("--frameworks", default="", help="some of the scenario's frameworks (default: all of them)")
+    parser.add_argument("--frameworks", default="", help="frameworks to run instead of the scenario's (default: all of its)")
     parser.add_argument("--checkpoint", action="store_true", help="run scenarios/storage_checkpoint.toml instead")
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "emulated")
     parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")

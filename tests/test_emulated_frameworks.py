@@ -1,9 +1,12 @@
-"""Emulated accelerators (device emulated) in TensorFlow MultiWorkerMirroredStrategy and Chainer + ChainerMN:
-each rank reads real JPEGs from a local folder through its framework's own input pipeline (tf.data; a
-Chainer MultiprocessIterator), sleeps a given compute time per step and barriers through the framework's
-collectives (a 1-float all-reduce; MPI's barrier); AU, the data record and a checkpoint phase land in the
-row, as they do for torch_ddp (test_emulated.py). The frameworks are imported only in their workers."""
+"""Emulated accelerators (device emulated) in TensorFlow MultiWorkerMirroredStrategy, Chainer + ChainerMN and
+the two Horovod frameworks: each rank reads real JPEGs from a local folder through its framework's own
+input pipeline (tf.data; a Chainer MultiprocessIterator; horovod_torch's is torch_ddp's DataLoader,
+horovod_tf's tf_mwms's tf.data), sleeps a given compute time per step and barriers through the
+framework's collectives (a 1-float all-reduce; MPI's barrier; hvd.barrier(); a 1-float hvd.allreduce); AU,
+the data record and a checkpoint phase land in the row, as they do for torch_ddp (test_emulated.py). The
+frameworks are imported only in their workers."""
 
+import dataclasses
 import importlib.util
 import json
 import shutil
@@ -18,9 +21,17 @@ from harness.running.runner import run_sweep
 
 TF_MISSING = importlib.util.find_spec("tensorflow") is None
 CHAINER_MISSING = [m for m in ("chainer", "mpi4py") if importlib.util.find_spec(m) is None]
+HOROVOD_MISSING = importlib.util.find_spec("horovod") is None
 NEEDS = {"tf_mwms": pytest.mark.skipif(TF_MISSING, reason="tensorflow is not installed (pip install -e '.[tf]')"),
          "chainer": pytest.mark.skipif(bool(CHAINER_MISSING) or shutil.which("mpirun") is None,
-                                       reason="chainer + mpi4py and mpirun needed")}
+                                       reason="chainer + mpi4py and mpirun needed"),
+         "horovod_torch": pytest.mark.skipif(HOROVOD_MISSING, reason="horovod is not installed here (run "
+                                             "tools/install_horovod.py in this environment)"),
+         "horovod_tf": pytest.mark.skipif(TF_MISSING or HOROVOD_MISSING,
+                                          reason="tensorflow and horovod needed (tools/install_horovod.py)")}
+# ranks per launch: 1 and 2 where the test was first written; the Horovod frameworks, whose loaders are
+# torch_ddp's and tf_mwms's (tested at 1 rank there), one launch of 2 ranks (horovodrun, their default)
+SIZES = {"tf_mwms": [1, 2], "chainer": [1, 2], "horovod_torch": [2], "horovod_tf": [2]}
 
 COMPUTE_S, STEPS, BATCH = 0.05, 6, 2
 
@@ -37,7 +48,7 @@ framework = "{framework}"
 workload = "resnet50"
 size = "tiny"
 precision = "amp_fp16"
-procs_per_node = [1, 2]
+procs_per_node = {sizes}
 batch_per_worker = {batch}
 storage = "local"
 [emulation]
@@ -52,15 +63,16 @@ checkpoint_dir = "{ckpt}"
 """
 
 
-def test_tf_mwms_and_chainer_declare_emulated_accelerators_and_horovod_does_not():
-    for name in ("torch_ddp", "tf_mwms", "chainer"):
+def test_every_framework_declares_emulated_accelerators():
+    for name in frameworks.names():
         info = frameworks.get(name)
-        assert Device.EMULATED in info.devices
+        assert Device.EMULATED in info.devices, name
         assert info.unsupported_reason(Workload.RESNET50, Strategy.ALLREDUCE, Storage.LOCAL,
                                        device=Device.EMULATED) is None
-    reason = frameworks.get("horovod_tf").unsupported_reason(Workload.RESNET50, Strategy.ALLREDUCE, Storage.LOCAL,
-                                                             device=Device.EMULATED)
-    assert reason == "horovod_tf has no emulated accelerators (device emulated: torch_ddp, tf_mwms and chainer have)"
+    # a framework that did not declare it is refused before launching, saying so
+    cpu_only = dataclasses.replace(frameworks.get("horovod_tf"), devices=(Device.CPU,))
+    reason = cpu_only.unsupported_reason(Workload.RESNET50, Strategy.ALLREDUCE, Storage.LOCAL, device=Device.EMULATED)
+    assert reason == "horovod_tf has no emulated accelerators (device emulated is not among its devices)"
     # no model computes: the precision picks the profiled accelerator's time, not the framework's numerics
     chainer = frameworks.get("chainer")
     assert chainer.unsupported_numerics(Workload.RESNET50, Precision.AMP_FP16, MemoryFormat.CONTIGUOUS, Compile.OFF,
@@ -76,16 +88,22 @@ def _records(row, kind: str) -> list[dict]:
             if json.loads(line)["event"] == kind]
 
 
-@pytest.mark.parametrize("framework", [pytest.param(f, marks=NEEDS[f]) for f in ("tf_mwms", "chainer")])
+@pytest.mark.parametrize("framework", [pytest.param(f, marks=NEEDS[f]) for f in SIZES])
 def test_emulated_accelerators_read_real_images_through_the_frameworks_own_pipeline(framework, image_files,
                                                                                      write_scenario, tmp_path):
-    """1 and 2 ranks of 50 ms emulated steps, one loader worker each (a tf.data thread; an iterator
-    process); a sharded 1 MB checkpoint saved and loaded after the window."""
+    """1 and 2 ranks (the Horovod frameworks: 2) of 50 ms emulated steps, one loader worker each (a
+    tf.data thread; an iterator or DataLoader process); a sharded 1 MB checkpoint saved and loaded after
+    the window."""
+    sizes = SIZES[framework]
     text = SCENARIO.format(framework=framework, steps=STEPS, batch=BATCH, compute=COMPUTE_S, url=image_files,
-                           ckpt=tmp_path / "ckpt")
+                           ckpt=tmp_path / "ckpt", sizes=sizes)
     rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
-    assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
+    assert [r["status"] for r in rows] == ["ok"] * len(sizes), [r.get("reason") for r in rows]
+    assert sorted(r["world_size"] for r in rows) == sizes
     for row in rows:
+        if framework.startswith("horovod"):  # Horovod's own collectives, its ranks started by horovodrun
+            backends = [h["backend"] for h in _records(row, "hello")]
+            assert row["launcher"] == "horovodrun" and all(b.startswith("horovod-") for b in backends), backends
         world = row["world_size"]
         assert row["device"] == "emulated" and row["accelerator"] == "custom" and row["compute_s"] == COMPUTE_S
         # every step sleeps to its deadline: the window holds at least the compute, and AU is that over it
@@ -103,9 +121,9 @@ def test_emulated_accelerators_read_real_images_through_the_frameworks_own_pipel
         emulation = _records(row, "emulation")
         assert len(emulation) == world and all(e["slept_s"] >= STEPS * COMPUTE_S * 0.99 for e in emulation)
         assert 0 <= row["host_cpu_busy"] <= 1
-        if framework == "tf_mwms":  # tf.data's loader threads run inside the rank: no loader processes to measure
+        if framework in ("tf_mwms", "horovod_tf"):  # tf.data's loader threads run inside the rank: no processes
             assert row["loader_busy"] is None
-        else:  # the iterator's pool processes are the rank's children
+        else:  # the iterator's pool processes, the DataLoader's workers are the rank's children
             assert row["loader_busy"] >= 0
         # when the loader keeps up, a step is about the compute plus the barrier
         if row["data_stall_frac"] < 0.05:
@@ -116,8 +134,8 @@ def test_emulated_accelerators_read_real_images_through_the_frameworks_own_pipel
         assert row["weights_checksum"] == "none: emulated accelerator, no model" and row["weights_consistent"]
     # one checkpoint folder per run, named alike on every rank (rank 0's token, broadcast)
     folders = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
-    assert len(folders) == 2, folders
-    assert sorted(len(list((tmp_path / "ckpt" / f).iterdir())) for f in folders) == [1, 2]
+    assert len(folders) == len(sizes), folders
+    assert sorted(len(list((tmp_path / "ckpt" / f).iterdir())) for f in folders) == sizes  # a shard per rank
 
 
 def test_the_emulation_report_keeps_each_frameworks_loader_apart():

@@ -5,8 +5,9 @@ Each rank reads, decodes and augments its real batches through the Chainer itera
 use (input_pipeline.py: a MultiprocessIterator over ``loader_workers`` processes, a SerialIterator
 without) from the run's storage backend; its step is then the profiled compute time of an accelerator,
 slept, and a barrier across ranks through ChainerMN's communicator (``comm.mpi_comm.Barrier()``, MPI's
-barrier), which stands in for the gradient allreduce (harness.contract.emulation runs the window and its
-records, the same for every framework). On one host of 2 cores under a load of 17 the barrier of 2 ranks
+barrier), which stands in for the gradient allreduce (frameworks/emulated_rank.py runs the window, its
+records and the checkpoint phase, the same for every framework; the iterator is closed before the
+checkpoint phase). On one host of 2 cores under a load of 17 the barrier of 2 ranks
 cost about 1.2 ms per step; Open MPI may poll while a rank waits in it (its default progress), keeping a
 core busy that the loader processes could use. No model is built, and no GPU is used (the ``naive``
 communicator, on the CPU). The iterator's processes are the rank's children: their CPU is
@@ -20,13 +21,11 @@ from __future__ import annotations
 import chainermn
 import numpy as np
 
-from frameworks import image_input, mpi_job
-from harness.contract import emulation
+from frameworks import emulated_rank, image_input, mpi_job
 from harness.contract.axes import Storage
 from harness.contract.equivalence import fixed_batch
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
-from harness.storage import checkpoint
 
 
 def main(spec: RunSpec, events: EventWriter, versions: dict[str, str]) -> None:
@@ -55,11 +54,6 @@ def main(spec: RunSpec, events: EventWriter, versions: dict[str, str]) -> None:
         def next_batch() -> tuple[np.ndarray, np.ndarray]:
             return meter.next_batch(pipeline.next)
 
-    emulation.run_window(spec, events, next_batch, comm.mpi_comm.Barrier, meter,
-                         loader_processes=pipeline.shard.loader_workers if pipeline else 0)
-    if pipeline is not None:
-        pipeline.close()
-    checkpoint.phase(spec, events, rank, world, comm.mpi_comm.Barrier,
-                     lambda token: comm.mpi_comm.bcast(token, root=0))
-    events.emit("end", weights_checksum="none: emulated accelerator, no model", parameters=0)
-    comm.mpi_comm.Barrier()
+    emulated_rank.run(spec, events, rank, world, next_batch, meter, pipeline.shard.loader_workers if pipeline else 0,
+                      comm.mpi_comm.Barrier, lambda token: comm.mpi_comm.bcast(token, root=0),
+                      close=pipeline.close if pipeline else None)

@@ -24,7 +24,9 @@ INFO = FrameworkInfo(
     workloads=(Workload.RESNET50, Workload.BERT),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     storage=tuple(Storage),  # real data: resnet50 images through tf.data (keras_models/input_pipeline.py)
-    devices=(Device.CPU,),  # the Horovod wheel is built without NCCL (tools/install_horovod.py)
+    # cuda: the Horovod wheel is built without NCCL (tools/install_horovod.py). emulated: tf_mwms's tf.data
+    # pipeline, a profiled sleep and a 1-float hvd.allreduce per step, no model (tf_mwms/emulated.py)
+    devices=(Device.CPU, Device.EMULATED),
     # Keras policies (frameworks/keras_models/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
     # every other precision), amp_fp16 = mixed_float16 + LossScaleOptimizer, amp_bf16 = mixed_bfloat16;
     # tf32 and amp_fp16 need a CUDA GPU (Precision.needs_cuda): on a CPU their runs are skipped rows

@@ -3,7 +3,9 @@
 Same model, batch, optimizer and step as tf_mwms (frameworks.keras_models); the gradient exchange is
 Horovod's DistributedGradientTape, which averages every gradient across ranks (fp32, or fp16 with
 ``strategy = "fp16"``). Keras 3 variables are not what the tape expects as sources ('Variable' object
-has no attribute 'ref'): the shared step hands it their tf.Variables (``v.value``).
+has no attribute 'ref'): the shared step hands it their tf.Variables (``v.value``). With
+``device = "emulated"`` no model is built: tf_mwms's emulated rank (frameworks/tf_mwms/emulated.py: tf.data,
+a profiled sleep per step) with this worker's barrier and Horovod's broadcast.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import tensorflow as tf  # noqa: E402
 
 from frameworks import image_input, mpi_job
 from frameworks.keras_models import input_pipeline, runtime, training
+from frameworks.tf_mwms import emulated
 from harness.contract.axes import Compile, Device, Strategy
 from harness.contract.equivalence import recipe
 from harness.contract.events import EventWriter
@@ -75,17 +78,26 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         events.emit("skip", reason=skip)
         return
     threads = runtime.configure_threads()
-    runtime.resolve_device(Device.CPU, 0)
-    unavailable = runtime.precision_unavailable(spec.precision, "cpu")
+    runtime.resolve_device(Device.CPU, 0)  # emulated too: an emulated accelerator computes nothing
+    emulating = spec.device == Device.EMULATED  # its precision only picks the profile: no numerics to set
+    unavailable = None if emulating else runtime.precision_unavailable(spec.precision, "cpu")
     if unavailable:  # device "auto": this build of Horovod runs on the CPU
         events.emit("skip", reason=f"{unavailable} (horovod_tf runs on the CPU: Horovod is built without NCCL)")
         return
-    numerics = runtime.set_precision(spec.precision)
+    numerics = {} if emulating else runtime.set_precision(spec.precision)
     mpi_job.check_started_as_one_job(os.environ)
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
     mpi_job.check_world(world, spec.world_size, "Horovod")
-    events.hello(world, "cpu", {**runtime.versions(), "horovod": horovod.__version__},
+    found = {**runtime.versions(), "horovod": horovod.__version__}
+    if emulating:  # the real tf.data pipeline, a profiled sleep and a 1-float allreduce per step, no model
+        events.hello(world, "emulated", found, backend=f"horovod-{controller()}", **threads, gpu_model=None,
+                     gpu_count=0, accelerator=spec.emulation["accelerator"])
+        emulated.run(spec, events, rank, world, lambda: barrier(world),
+                     lambda token: hvd.broadcast_object(token, root_rank=0))
+        hvd.shutdown()
+        return
+    events.hello(world, "cpu", found,
                  backend=f"horovod-{controller()}", **numerics, **threads, gpu_model=None, gpu_count=0,
                  strategy_note=mpi_job.hierarchical_not_applied(os.environ, bool(hvd.nccl_built()), on_gpu=False,
                                                                 nodes=hvd.cross_size()))

@@ -27,7 +27,9 @@ INFO = FrameworkInfo(
     workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     storage=tuple(Storage),  # real data: PyTorch DDP's DataLoader (input_pipeline.py): images and bert partitions
-    devices=(Device.CPU,),  # the wheel is built without NCCL (tools/install_horovod.py)
+    # cuda: the wheel is built without NCCL (tools/install_horovod.py). emulated: PyTorch DDP's DataLoader,
+    # a profiled sleep and hvd.barrier() per step, no model (torch_ddp/emulated.py)
+    devices=(Device.CPU, Device.EMULATED),
     # PyTorch DDP's numerics (frameworks/torch_ddp/numerics.py): bfloat16 autocast, channels-last ResNet
     # (its gradients copied to contiguous ones for Horovod's allreduce).
     # tf32 and amp_fp16 need a GPU, which this CPU-only Horovod build never uses; torch.compile is left

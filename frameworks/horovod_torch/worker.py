@@ -3,7 +3,9 @@
 The model, synthetic batch, optimizer and loss are the PyTorch ones of the equivalence contract
 (frameworks.torch_ddp.training), so the only difference from PyTorch DDP is the gradient exchange:
 Horovod's DistributedOptimizer allreduces each gradient as backward produces it (fp32, or fp16 with
-``strategy = "fp16"``) and averages.
+``strategy = "fp16"``) and averages. With ``device = "emulated"`` no model is built: PyTorch DDP's
+emulated rank (frameworks/torch_ddp/emulated.py: the DataLoader, a profiled sleep per step) with
+Horovod's barrier and broadcast.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import horovod.torch as hvd
 import torch
 
 from frameworks import mpi_job
-from frameworks.torch_ddp import numerics
+from frameworks.torch_ddp import emulated, numerics
 from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer
 from frameworks.torch_ddp.worker import StepLedger, batch_source, versions
 from harness.contract.axes import Device, Strategy
@@ -81,6 +83,13 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     rank, world = hvd.rank(), hvd.size()
     mpi_job.check_world(world, spec.world_size, "Horovod")
     found = {**versions(), "horovod": horovod.__version__}
+    if spec.device == Device.EMULATED:  # the real loader, a profiled sleep and hvd.barrier() per step, no model
+        events.hello(world, "emulated", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
+                     gpu_model=None, gpu_count=0, accelerator=spec.emulation["accelerator"])
+        emulated.run(spec, events, rank, world, batch_source, hvd.barrier,
+                     lambda token: hvd.broadcast_object(token, root_rank=0))
+        hvd.shutdown()
+        return
     events.hello(world, "cpu", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
                  gpu_model=None, gpu_count=0, strategy_note=mpi_job.hierarchical_not_applied(
                      os.environ, bool(hvd.nccl_built()), on_gpu=False, nodes=hvd.cross_size()))

@@ -1,12 +1,13 @@
-"""Emulated accelerators in TensorFlow MultiWorkerMirroredStrategy (device emulated; MLPerf Storage's method,
-with the framework's own tf.data pipeline).
+"""Emulated accelerators in TensorFlow MultiWorkerMirroredStrategy and Horovod TensorFlow (device emulated;
+MLPerf Storage's method, with the frameworks' own tf.data pipeline).
 
 Each rank reads, decodes and augments its real batches through the tf.data pipeline the training workers
 use (frameworks/keras_models/input_pipeline.py) from the run's storage backend; its step is then the
 profiled compute time of an accelerator, slept, and a barrier across the workers through the strategy,
-which stands in for the gradient all-reduce (harness.contract.emulation runs the window and its records,
-the same for every framework). No model is built and no GPU is used (hidden from TensorFlow: the
-collectives run RING over gRPC on the CPU).
+which stands in for the gradient all-reduce (frameworks/emulated_rank.py runs the window, its records and
+the checkpoint phase, the same for every framework). No model is built and no GPU is used (hidden from
+TensorFlow: the collectives run RING over gRPC on the CPU). :func:`run` is what a rank does after its
+hello, shared with horovod_tf, whose barrier is its worker's (a 1-float ``hvd.allreduce``, checked).
 
 The barrier is the worker's own (worker.make_barrier): a tf.function all-reducing one float32 across the
 workers (RING over gRPC, 4 bytes each way). Measured on one host of 2 cores under a load of 17: about
@@ -24,12 +25,11 @@ from typing import Callable
 
 import tensorflow as tf
 
+from frameworks import emulated_rank
 from frameworks.keras_models import input_pipeline, runtime
-from harness.contract import emulation
 from harness.contract.axes import Device
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
-from harness.storage import checkpoint
 
 
 def token_broadcast(strategy: tf.distribute.MultiWorkerMirroredStrategy, rank: int) -> Callable[[str], str]:
@@ -46,6 +46,15 @@ def token_broadcast(strategy: tf.distribute.MultiWorkerMirroredStrategy, rank: i
     return broadcast
 
 
+def run(spec: RunSpec, events: EventWriter, rank: int, world: int, barrier: Callable[[], None],
+        broadcast: Callable[[str], str]) -> None:
+    """A TensorFlow rank after its hello (tf_mwms's and horovod_tf's): real images through tf.data (or the
+    synthetic batch), the window, the checkpoint phase and the end record, through the framework's
+    ``barrier`` and ``broadcast`` (rank 0's string on every rank)."""
+    feed = input_pipeline.Feed(spec, rank, world)
+    emulated_rank.run(spec, events, rank, world, feed.next, feed.meter, 0, barrier, broadcast)  # threads: see above
+
+
 def main(spec: RunSpec, events: EventWriter, rank: int, world: int, make_strategy: Callable,
          make_barrier: Callable) -> None:
     """One emulated accelerator's rank: real batches through tf.data, profiled sleeps, a barrier per step."""
@@ -57,10 +66,5 @@ def main(spec: RunSpec, events: EventWriter, rank: int, world: int, make_strateg
                            f"the launcher started {world} ranks")
     events.hello(world, "emulated", runtime.versions(), backend="ring", gpu_model=None, gpu_count=0,
                  accelerator=spec.emulation["accelerator"], **threads)
-    # after the strategy: MultiWorkerMirroredStrategy must be created before TensorFlow's first op
-    feed = input_pipeline.Feed(spec, rank, world)  # real images through tf.data (or the synthetic batch)
-    barrier = make_barrier(strategy, world)
-    emulation.run_window(spec, events, feed.next, barrier, feed.meter, loader_processes=0)  # threads: see above
-    checkpoint.phase(spec, events, rank, world, barrier, token_broadcast(strategy, rank))
-    events.emit("end", weights_checksum="none: emulated accelerator, no model", parameters=0)
-    barrier()  # no worker leaves while another still needs it in a collective
+    # tf.data after the strategy: MultiWorkerMirroredStrategy must be created before TensorFlow's first op
+    run(spec, events, rank, world, make_barrier(strategy, world), token_broadcast(strategy, rank))

@@ -1,6 +1,7 @@
 """An emulated accelerator's measured window, framework-free (device emulated; no deep-learning import here).
 
-Each framework's emulated worker (``frameworks/*/emulated.py``) brings what is its own: the rank's real
+Each framework's emulated worker (``frameworks/*/emulated.py``, through ``frameworks/emulated_rank.py``,
+which adds the checkpoint phase and the end record) brings what is its own: the rank's real
 batches through its input pipeline (``next_batch``, timed by the pipeline's stall meter) and a barrier
 across ranks through its communication library, which stands in for the gradient allreduce. This module
 runs the rest the same way for all of them: each step fetches a batch, sleeps the profiled compute time

@@ -84,7 +84,7 @@ class FrameworkInfo:
         if storage not in self.storage:
             return f"{self.name} cannot read from storage {storage.value}"
         if device == Device.EMULATED and device not in self.devices:
-            return f"{self.name} has no emulated accelerators (device emulated: torch_ddp, tf_mwms and chainer have)"
+            return f"{self.name} has no emulated accelerators (device emulated is not among its devices)"
         return None
 
     def unsupported_numerics(self, workload: Workload, precision: Precision, memory_format: MemoryFormat,

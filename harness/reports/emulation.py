@@ -2,7 +2,8 @@
 number of emulated accelerators that kept accelerator utilization at or above the threshold, and a
 chart of AU and throughput against the number of emulated accelerators, one line per backend. Each
 framework's input pipeline feeds its emulated accelerators (torch_ddp's DataLoader, tf_mwms's tf.data,
-chainer's iterator), so a sweep over frameworks is summarized per framework too."""
+chainer's iterator; the Horovod frameworks' are torch_ddp's and tf_mwms's, with Horovod's barrier), so a
+sweep over frameworks is summarized per framework too."""
 
 from __future__ import annotations
 
