@@ -32,7 +32,8 @@ _spec.loader.exec_module(container_images)
 UNAVAILABLE = container_images.unavailable_reason()
 needs_podman = pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))
 
-# ResNet-50 (the quickstart's first workload) at the tiny size, 1 and 2 ranks: a container per rank.
+# ResNet-50 (the quickstart's first workload) at the tiny size, 2 ranks: a container per rank (a lone rank in
+# one container adds no check the two do not make, and a launch costs 10-80 s here).
 SCENARIO = """
 name = "containers"
 [settings]
@@ -47,7 +48,7 @@ workload = "resnet50"
 size = "tiny"
 strategy = "{strategy}"
 launcher = "podman"
-procs_per_node = [1, 2]
+procs_per_node = 2
 batch_per_worker = 2
 [launcher_options.podman]
 image = "{image}"
@@ -99,10 +100,10 @@ HOROVOD_IMAGE = pytest.mark.skipif(HOROVOD_SKIP is not None, reason=str(HOROVOD_
                                                 ("tf_mwms", "allreduce"), ("chainer", "allreduce"),
                                                 pytest.param("horovod_torch", "allreduce", marks=HOROVOD_IMAGE),
                                                 pytest.param("horovod_tf", "allreduce", marks=HOROVOD_IMAGE)])
-def test_runs_inside_the_frameworks_image_on_one_and_two_containers(images, tmp_path, framework, strategy):
+def test_runs_inside_the_frameworks_image_on_two_containers(images, tmp_path, framework, strategy):
     image = images(IMAGE_OF[framework])
     rows = _sweep(tmp_path, framework, image, strategy)
-    assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
+    assert [r["status"] for r in rows] == ["ok"], [r.get("reason") for r in rows]
     facts = podman.inspect(image)
     for row in rows:
         assert row["image"] == image and row["image_id"] == facts["id"] and row["image_id"].startswith("sha256:")
