@@ -166,6 +166,21 @@ def test_cluster_rendezvous_gives_every_worker_the_same_list(tmp_path):
     assert [configs[r]["task"] for r in range(3)] == [{"type": "worker", "index": r} for r in range(3)]
 
 
+def test_parameter_server_roles_come_from_the_ranks(tmp_path):
+    roles = cluster.parameter_server_roles(5, servers=2)
+    assert roles == ["chief", "ps", "ps", "worker", "worker"]
+    with pytest.raises(ValueError, match="at least 4 processes"):
+        cluster.parameter_server_roles(3, servers=2)
+    for rank in range(5):  # the others have published already: each call meets them at once
+        cluster.publish(tmp_path / cluster.FOLDER, rank, f"127.0.0.1:{2000 + rank}")
+    config = cluster.tf_config(tmp_path, 4, 5, single_host=True, env={}, timeout_s=5, roles=roles)
+    # the rank's own entry is a fresh free port; the others' are as published, in rank order per job
+    assert config["cluster"]["chief"] == ["127.0.0.1:2000"]
+    assert config["cluster"]["ps"] == ["127.0.0.1:2001", "127.0.0.1:2002"]
+    assert config["cluster"]["worker"][0] == "127.0.0.1:2003" and len(config["cluster"]["worker"]) == 2
+    assert config["task"] == {"type": "worker", "index": 1}
+
+
 def test_cluster_rendezvous_names_the_missing_ranks(tmp_path):
     cluster.publish(tmp_path / cluster.FOLDER, 0, "127.0.0.1:1234")
     with pytest.raises(TimeoutError, match=r"rank\(s\) \[1, 2\] of 3"):

@@ -1,4 +1,5 @@
-"""TensorFlow's own MultiWorkerMirroredStrategy (TF_CONFIG per worker), the non-Horovod TF baseline."""
+"""TensorFlow's own distribution, the non-Horovod TF baseline: MultiWorkerMirroredStrategy (TF_CONFIG per
+worker) for allreduce, ParameterServerStrategy with a ClusterCoordinator for ps_async (parameter_server.py)."""
 
 from harness.contract.axes import (
     Compile,
@@ -19,8 +20,14 @@ INFO = FrameworkInfo(
     launchers=("torchrun", "mpirun", "slurm", "kubernetes", "podman"),
     worker_module="frameworks.tf_mwms.worker",
     requires=("tensorflow", "keras"),
-    workloads=(Workload.RESNET50, Workload.BERT),
-    strategies=(Strategy.ALLREDUCE,),
+    workload_requires={Workload.DIGITS: ("sklearn",)},
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
+    strategies=(Strategy.ALLREDUCE, Strategy.PS_ASYNC),
+    # allreduce trains the two Keras models; ps_async the digits MLP (keras_models/digits.py), the
+    # time-to-accuracy workload the asynchronous strategies are compared on
+    strategy_workloads={Strategy.ALLREDUCE: (Workload.RESNET50, Workload.BERT), Strategy.PS_ASYNC: (Workload.DIGITS,)},
+    # ps_async: the coordinator, servers and workers on CPU (a GPU worker is untested here)
+    strategy_devices={Strategy.PS_ASYNC: (Device.CPU,)},
     storage=tuple(Storage),  # real data: resnet50 images through tf.data (keras_models/input_pipeline.py)
     # emulated: the real tf.data pipeline, a profiled sleep and a 1-float all-reduce per step, no model (emulated.py)
     devices=(Device.CPU, Device.CUDA, Device.EMULATED),

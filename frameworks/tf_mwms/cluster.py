@@ -1,4 +1,5 @@
-"""TF_CONFIG for one MultiWorkerMirroredStrategy worker, from the rank variables of any launcher.
+"""TF_CONFIG for one TensorFlow task (a MultiWorkerMirroredStrategy worker; a parameter-server cluster's
+chief, ps or worker), from the rank variables of any launcher.
 
 TensorFlow's workers are gRPC servers, each on its own host:port, and every worker must be given
 the whole list. The harness's launchers give a rank only RANK / WORLD_SIZE (torchrun, mpirun and
@@ -17,7 +18,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 FOLDER = "tf-cluster"  # inside the run's folder
 LOOPBACK = "127.0.0.1"
@@ -61,18 +62,52 @@ def gather(folder: Path, world: int, timeout_s: float) -> list[str]:
         if not missing:
             return [p.read_text().strip() for p in paths]
         if time.monotonic() > deadline:
-            raise TimeoutError(f"MultiWorkerMirroredStrategy: rank(s) {missing} of {world} published no address "
+            raise TimeoutError(f"TensorFlow cluster: rank(s) {missing} of {world} published no address "
                                f"in {folder} within {timeout_s:.0f} s")
         time.sleep(POLL_S)
 
 
 def tf_config(run_dir: Path, rank: int, world: int, single_host: bool, env: Mapping[str, str],
-              timeout_s: float) -> dict[str, Any]:
-    """This worker's TF_CONFIG (as data) after meeting every other worker of the run."""
+              timeout_s: float, roles: Sequence[str] | None = None) -> dict[str, Any]:
+    """This task's TF_CONFIG (as data) after meeting every other task of the run: all workers, or each
+    rank in the job ``roles[rank]`` names (chief, ps, worker), numbered in rank order within its job."""
     address = own_address(single_host, env)
     folder = Path(run_dir) / FOLDER
     publish(folder, rank, f"{address}:{free_port()}")
-    return {"cluster": {"worker": gather(folder, world, timeout_s)}, "task": {"type": "worker", "index": rank}}
+    endpoints = gather(folder, world, timeout_s)
+    roles = list(roles) if roles is not None else ["worker"] * world
+    cluster: dict[str, list[str]] = {}
+    for role, endpoint in zip(roles, endpoints):
+        cluster.setdefault(role, []).append(endpoint)
+    return {"cluster": cluster, "task": {"type": roles[rank], "index": roles[:rank].count(roles[rank])}}
+
+
+def parameter_server_roles(world: int, servers: int) -> list[str]:
+    """Rank 0 the chief (ParameterServerStrategy's coordinator), the next ``servers`` ranks parameter
+    servers, the rest workers."""
+    if world < servers + 2:
+        raise ValueError(f"{servers} parameter server(s) need at least {servers + 2} processes "
+                         f"(a coordinator and a worker besides), not {world}")
+    return ["chief"] + ["ps"] * servers + ["worker"] * (world - 1 - servers)
+
+
+def publish_report(run_dir: Path, report: Mapping[str, Any]) -> None:
+    """The coordinator's account of the run (every task's records), written atomically."""
+    folder = Path(run_dir) / FOLDER
+    temporary = folder / f".report.{os.getpid()}"
+    temporary.write_text(json.dumps(report))
+    temporary.replace(folder / "report.json")
+
+
+def wait_report(run_dir: Path, timeout_s: float) -> dict[str, Any]:
+    """The coordinator's report, once it is there; TimeoutError after ``timeout_s``."""
+    path = Path(run_dir) / FOLDER / "report.json"
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the coordinator wrote no report to {path} within {timeout_s:.0f} s")
+        time.sleep(POLL_S)
+    return json.loads(path.read_text())
 
 
 def export(config: Mapping[str, Any]) -> None:

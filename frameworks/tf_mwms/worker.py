@@ -4,7 +4,8 @@ Started by torchrun (as a plain process launcher), mpirun or srun through harnes
 maps every launcher's rank variables to RANK / WORLD_SIZE / LOCAL_RANK. The worker builds its
 TF_CONFIG from them (cluster.py), unless a Kubeflow TFJob's operator has set one; it trains with a
 custom loop (Keras 3's model.fit does not run under this strategy) and all-reduces gradients with
-TensorFlow's collective ops: RING (over gRPC) on CPU, NCCL on GPU.
+TensorFlow's collective ops: RING (over gRPC) on CPU, NCCL on GPU. Strategy ps_async is not this
+strategy but TensorFlow's parameter-server cluster, with its own roles and loop (parameter_server.py).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import tensorflow as tf  # noqa: E402
 
 from frameworks import image_input
 from frameworks.keras_models import input_pipeline, runtime, training
-from frameworks.tf_mwms import cluster, emulated
-from harness.contract.axes import Compile, Device
+from frameworks.tf_mwms import cluster, emulated, parameter_server
+from harness.contract.axes import Compile, Device, Strategy
 from harness.contract.equivalence import recipe
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
@@ -80,6 +81,8 @@ def make_barrier(strategy: tf.distribute.MultiWorkerMirroredStrategy, world: int
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
+    if spec.strategy == Strategy.PS_ASYNC:  # no MultiWorkerMirroredStrategy: a parameter-server cluster
+        return parameter_server.main(spec, events)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     skip = image_input.unsupported(spec, "tf_mwms")
     if skip:  # before the strategy: every rank says so and leaves, none waits for another

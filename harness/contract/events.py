@@ -5,7 +5,9 @@ flushing every line, so that a crash loses at most the line being written and
 the harness can show progress while the run goes on. Times are in seconds.
 
 Records (``event`` field):
-  ``hello``   format, rank, world_size, device, versions, host facts of the rank
+  ``hello``   format, rank, world_size, device, versions, host facts of the rank; a rank that runs no
+              training steps itself (a parameter-server cluster's coordinator or server) says ``trains``
+              false (and its ``role``): it has no step records, and only a window it reports counts
   ``step``    phase ("warmup" | "measure"), index, seconds, samples
   ``window``  seconds (the rank's measured wall time), samples, steps, start_time and
               end_time (Unix seconds, to place telemetry samples)
@@ -101,6 +103,11 @@ class RankRecord:
     exit: dict[str, Any] | None = None
     compile_s: float | None = None
     plain: dict[str, Any] | None = None  # the single-device loop without the wrapper (``plain`` record)
+
+    @property
+    def trains(self) -> bool:
+        """Whether this rank runs training steps (false: a coordinator or server, per its hello)."""
+        return bool((self.hello or {}).get("trains", True))
 
     @property
     def failure_time(self) -> float:

@@ -135,8 +135,10 @@ def status_and_reason(spec: RunSpec, outcome: Outcome, ranks: list[RankRecord],
         return Status.FAILED, _clip(f"launcher exit code 0 but not every rank finished; "
                                     f"{failure_story(run_dir, ranks)}")
     for rank in ranks:
-        if rank.window is None or not rank.step_seconds:
+        if rank.trains and (rank.window is None or not rank.step_seconds):
             return Status.FAILED, _clip(f"rank {rank.rank} measured nothing; {_log_tail(run_dir, rank)}")
+    if not training(ranks):
+        return Status.FAILED, "no rank ran a training step (every rank said it trains nothing)"
     checksums = {r.end["weights_checksum"] for r in ranks}
     if len(checksums) != 1:
         return Status.FAILED, "ranks hold different weights after training (checksums differ)"
@@ -152,15 +154,22 @@ def _clip(text: str) -> str:
     return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 3] + "..."
 
 
+def training(ranks: list[RankRecord]) -> list[RankRecord]:
+    """The ranks that ran training steps (all but a parameter-server cluster's coordinator and servers)."""
+    return [r for r in ranks if r.trains]
+
+
 def measurement_fields(ranks: list[RankRecord], run_dir: Path) -> dict[str, Any]:
-    """Throughput and step-time fields of a run whose every rank reported a window."""
-    per_step = metrics.step_times([r.step_seconds for r in ranks])
-    samples = [r.window["samples"] for r in ranks]
-    windows = [r.window["seconds"] for r in ranks]
+    """Throughput and step-time fields of a run whose every training rank reported a window. A rank that
+    trains nothing adds its window if it reported one (a coordinator's, which spans every worker's steps)."""
+    per_step = metrics.step_times([r.step_seconds for r in training(ranks)])
+    timed = [r for r in ranks if r.window]
+    samples = [r.window["samples"] for r in timed]
+    windows = [r.window["seconds"] for r in timed]
     losses = ranks[0].losses
     return {
         **telemetry.summarize((telemetry.read(run_dir, r.rank), r.window.get("start_time", math.inf),
-                               r.window.get("end_time", -math.inf)) for r in ranks),
+                               r.window.get("end_time", -math.inf)) for r in timed),
         "throughput": metrics.run_throughput(samples, windows),
         "samples_measured": sum(samples),
         "window_s": max(windows),
@@ -270,8 +279,8 @@ def accuracy_fields(ranks: list[RankRecord], target: float | None) -> dict[str, 
     if not first.evals:
         return {}
     curve = [(e["step"], e["accuracy"]) for e in first.evals]
-    seconds = [max(t) for t in zip(*(r.warmup_steps for r in ranks))] + \
-        metrics.step_times([r.step_seconds for r in ranks])
+    seconds = [max(t) for t in zip(*(r.warmup_steps for r in training(ranks)))] + \
+        metrics.step_times([r.step_seconds for r in training(ranks)])
     steps, tta = metrics.time_to_target(curve, seconds, target) if target is not None else (None, None)
     return {
         "target_accuracy": target,
