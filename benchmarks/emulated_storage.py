@@ -3,7 +3,8 @@ backend, 1 to 8) and, with --checkpoint, scenarios/storage_checkpoint.toml (a ch
 and loaded by every rank), against real servers started here on free ports.
 
 Makes a dataset (`rosetta data make`'s JPEGs) in a temporary folder, starts SeaweedFS (S3), Azurite
-(Blob), NFS-Ganesha (NFSv4 through libnfs, exporting the folder) and a JuiceFS gateway in front of
+(Blob), NFS-Ganesha (exporting the folder read-write; read through libnfs over NFSv4, checkpoints over
+NFSv3 where the scenario says nfs_version = 3) and a JuiceFS gateway in front of
 SeaweedFS (the cache tier; the dataset written through it), fills the servers' addresses into the
 scenario's storage options and runs it one backend and size at a time: a cold `juicefs` run gets a
 gateway restarted with an empty block cache, `juicefs_warm` reads its share through the tier first. A
@@ -15,7 +16,7 @@ Each framework of the scenario (torch_ddp, tf_mwms, chainer) feeds its emulated 
 own input pipeline; --frameworks runs others instead (any framework: horovod_torch and horovod_tf feed
 theirs through torch_ddp's and tf_mwms's pipelines and barrier through Horovod).
 Usage: python benchmarks/emulated_storage.py [--count 400] [--sizes 1,2,4,8] [--backends local,s3,...]
-       [--frameworks torch_ddp,...] [--checkpoint] [--results DIR]
+       [--frameworks torch_ddp,...] [--checkpoint [--checkpoint-mb 64,512] [--repeats N]] [--results DIR]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -64,8 +66,11 @@ class Servers:
             self.urls["blob"] = {"url": "abfs://rosetta/imagenet"}
             storage.Store("blob", self.urls["blob"]).fs.mkdir("rosetta")
             storage.upload(data, "blob", self.urls["blob"])
-        if "nfs" in wanted and (url := self._start("nfs", lambda: servers.nfs_ganesha(data.parent, work / "ganesha"))):
+        mount_port = servers.free_port()  # NFSv3's MOUNT service (a checkpoint writes NFSv3 at full size)
+        if "nfs" in wanted and (url := self._start("nfs", lambda: servers.nfs_ganesha(
+                data.parent, work / "ganesha", nfsv3_mount_port=mount_port, writable=True))):
             self.urls["nfs"] = {"url": f"{url}/{data.name}"}
+            self.nfs_v3 = {"url": f"nfs://127.0.0.1:{urlsplit(url).port}{data.resolve()}", "nfs_mount_port": mount_port}
         if self.s3 and wanted & {"juicefs", "juicefs_warm"}:
             try:
                 with self.gateway() as gateway:  # the data written through the tier (JuiceFS stores blocks)
@@ -84,10 +89,12 @@ class Servers:
         """A JuiceFS gateway on the volume, its block cache emptied (cold)."""
         return servers.juicefs_gateway(self.work / "juicefs", f"{self.s3}/jfs", KEY, self.secret, cache_mb=2048)
 
-    def options(self, backend: str, gateway=None) -> dict[str, str] | None:
+    def options(self, backend: str, gateway=None, nfs_version: int = 4) -> dict | None:
         if backend.startswith("juicefs"):
             return None if gateway is None else {"url": "s3://rosetta/imagenet", "endpoint_url": gateway.endpoint,
                                                  "metrics_url": gateway.metrics_url}
+        if backend == "nfs" and nfs_version == 3 and "nfs" in self.urls:
+            return self.nfs_v3
         return self.urls.get(backend)
 
 
@@ -104,15 +111,21 @@ def run_one(doc: dict, path: str, backend: str, procs: int, options: dict, resul
 
 
 def run_scenario(path: Path, srv: Servers, backends: list[str], sizes: list[int] | None, results: Path,
-                 frameworks: list[str] | None = None) -> pd.DataFrame:
+                 frameworks: list[str] | None = None, checkpoint_mb: float | None = None,
+                 repeats: int = 0) -> pd.DataFrame:
     doc = config.read_toml(path)
     if frameworks:
         doc["matrix"]["framework"] = frameworks
+    if checkpoint_mb is not None:  # a size other than the scenario's
+        for options in doc["storage_options"].values():
+            options["checkpoint_mb"] = checkpoint_mb
+    if repeats:
+        doc["settings"]["repeats"] = repeats
     rows = []
     for backend in backends:
         for procs in sizes or [int(doc["matrix"]["procs_per_node"])]:
             with (srv.gateway() if backend.startswith("juicefs") else ExitStack()) as gateway:
-                options = srv.options(backend, gateway)
+                options = srv.options(backend, gateway, doc["storage_options"].get(backend, {}).get("nfs_version", 4))
                 if options is None:
                     continue
                 if backend == "local":
@@ -198,9 +211,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=400, help="JPEGs in the dataset")
     parser.add_argument("--sizes", default="1,2,4,8", help="emulated accelerators to try")
-    parser.add_argument("--backends", default="local,nfs,s3,blob,juicefs,juicefs_warm")
+    parser.add_argument("--backends", default="", help="default: local,nfs,s3,blob,juicefs,juicefs_warm, or with "
+                        "--checkpoint the scenario's")
     parser.add_argument("--frameworks", default="", help="frameworks to run instead of the scenario's (default: all of its)")
     parser.add_argument("--checkpoint", action="store_true", help="run scenarios/storage_checkpoint.toml instead")
+    parser.add_argument("--checkpoint-mb", default="", help="checkpoint sizes in MB, one run each (default: the scenario's)")
+    parser.add_argument("--repeats", type=int, default=0, help="repeats per run (default: the scenario's)")
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "emulated")
     parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
     args = parser.parse_args()
@@ -210,22 +226,27 @@ def main() -> int:
     machine = provenance.machine()
     with ExitStack() as stack:
         if args.checkpoint:
-            path, backends, sizes = ROOT / "scenarios" / "storage_checkpoint.toml", None, None
-            backends = list(config.read_toml(path)["matrix"]["storage"])
+            path, sizes = ROOT / "scenarios" / "storage_checkpoint.toml", None
+            backends = args.backends.split(",") if args.backends else list(config.read_toml(path)["matrix"]["storage"])
         else:
-            path, backends, sizes = (ROOT / "scenarios" / "storage_emulated.toml", args.backends.split(","),
+            path, backends, sizes = (ROOT / "scenarios" / "storage_emulated.toml",
+                                     (args.backends or "local,nfs,s3,blob,juicefs,juicefs_warm").split(","),
                                      [int(s) for s in args.sizes.split(",")])
         srv = Servers(stack, work, data, set(backends))
         for name, why in srv.missing.items():
             print(f"left out: {name}: {why}")
-        frame = run_scenario(path, srv, backends, sizes, args.results,
-                             [f for f in args.frameworks.split(",") if f] if not args.checkpoint else None)
+        frames = [run_scenario(path, srv, backends, sizes, args.results,
+                               [f for f in args.frameworks.split(",") if f] if not args.checkpoint else None,
+                               checkpoint_mb=float(mb) if mb else None, repeats=args.repeats)
+                  for mb in (args.checkpoint_mb.split(",") if args.checkpoint and args.checkpoint_mb else [""])]
+        frame = pd.concat(frames, ignore_index=True)
         load = os.getloadavg()[0]
     shutil.rmtree(work, ignore_errors=True)  # the dataset, the servers' data and the checkpoints; rows stay in --results
     where = f"{machine['cpu_model']} ({machine['cpu_cores']} cores, 1-minute load {load:.1f} at the end)"
     if args.checkpoint:
         table = checkpoint_table(frame)
-        chart = plot_checkpoint(frame, args.results / "checkpoint-vs-published.png")
+        largest = frame[frame["checkpoint_bytes"] == frame["checkpoint_bytes"].max()]  # one size per chart
+        chart = plot_checkpoint(largest if len(largest) else frame, args.results / "checkpoint-vs-published.png")
     else:
         table = emulation_table(frame) + "\n\n" + max_table(emulation.max_accelerators(frame))
         chart = emulation.plot(frame, args.results / "emulated-storage.png")

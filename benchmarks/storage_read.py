@@ -6,9 +6,9 @@ exports that folder with NFS-Ganesha (NFSv4 on 127.0.0.1, read through libnfs: n
 uploads it to SeaweedFS (S3 on 127.0.0.1). Per round and backend:
 - raw read: every object read whole through harness.storage.backends (a fresh connection each round), no decoding;
 - loader: the torch_ddp worker's input pipeline alone (decode, crop, flip), 2 loader workers, no model.
---nfsv3 adds NFSv3 (libnfs' fastest protocol): it re-runs itself in a private network and mount
-namespace (unshare; root), brings loopback up, puts a private /run there and starts rpcbind, which
-NFSv3 needs and which must not be given the shared machine's port 111.
+--nfsv3 adds NFSv3 (libnfs' fastest protocol), served beside NFSv4 by the same NFS-Ganesha, which
+registers it with a stand-in for rpcbind in a mount namespace of its own (harness/storage/servers.py):
+the shared machine's port 111 is never used, and the client is told the MOUNT port.
 All servers share this machine's cores with the reader, and the local files sit in the page cache: the
 ratios are per-object protocol cost on loopback, not a network's or a disk's. Prints medians and ratios
 to local disk and appends them to benchmarks/RESULTS.md with the machine.
@@ -22,10 +22,8 @@ import os
 import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,32 +36,13 @@ HERE = Path(__file__).resolve().parent
 IMAGE_SIZE = 64  # the storage scenario's crop (resnet50 small): decoding, not cropping, is the CPU cost
 
 
-@contextmanager
-def private_rpcbind(workdir: Path):
-    """Inside the private namespaces: loopback up, a private /run, rpcbind running (stopped on exit)."""
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    subprocess.run(["mount", "-t", "tmpfs", "rosetta-run", "/run"], check=True)  # rpcbind's socket and state
-    Path("/run/rpcbind").mkdir()
-    with open(workdir / "rpcbind.log", "wb") as log:
-        proc = subprocess.Popen(["rpcbind", "-w", "-f"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        storage_servers.wait_for_port(111, proc, "rpcbind", workdir / "rpcbind.log")
-        yield
-    finally:
-        storage_servers._stop(proc)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--count", type=int, default=300, help="JPEGs in the dataset")
     parser.add_argument("--no-loader", action="store_true", help="raw reads only")
-    parser.add_argument("--nfsv3", action="store_true", help="also NFSv3 (runs in private namespaces; root)")
+    parser.add_argument("--nfsv3", action="store_true", help="also NFSv3 (root: ganesha's own mount namespace)")
     args = parser.parse_args()
-    inside = os.environ.get("ROSETTA_BENCH_PRIVATE_NET") == "1"
-    if args.nfsv3 and not inside:
-        return subprocess.call(["unshare", "--net", "--mount", "--propagation", "private", sys.executable,
-                                __file__, *sys.argv[1:]], env={**os.environ, "ROSETTA_BENCH_PRIVATE_NET": "1"})
     key, secret = "rosetta-bench", secrets.token_hex(16)
     os.environ.update(AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,13 +50,14 @@ def main() -> int:
         root = tmp / "export" / "imagenet"
         manifest = datagen.make(datagen.DataSpec(count=args.count, layout="files"), root)
         files = [s["file"] for s in manifest["samples"]]
-        with private_rpcbind(tmp) if args.nfsv3 else nullcontext(), \
-                storage_servers.nfs_ganesha(root.parent, tmp / "ganesha", nfsv3=args.nfsv3) as nfs_url, \
+        mount_port = storage_servers.free_port() if args.nfsv3 else None
+        with storage_servers.nfs_ganesha(root.parent, tmp / "ganesha", nfsv3_mount_port=mount_port) as nfs_url, \
                 storage_servers.seaweedfs(tmp / "weed", key, secret) as s3_url:
             # label -> (backend, options)
             backends = {"local": ("local", {"url": str(root)}), "nfs (v4)": ("nfs", {"url": f"{nfs_url}/imagenet"})}
-            if args.nfsv3:  # NFSv3 mounts the export by its path on the server, through rpcbind's MOUNT
-                backends["nfs (v3)"] = ("nfs", {"url": f"{nfs_url.rsplit('/', 1)[0]}{root}", "nfs_version": 3})
+            if args.nfsv3:  # NFSv3 mounts the export by its path on the server, through MOUNT on its port
+                backends["nfs (v3)"] = ("nfs", {"url": f"{nfs_url.rsplit('/', 1)[0]}{root}", "nfs_version": 3,
+                                                "nfs_mount_port": mount_port})
             backends["s3"] = ("s3", {"url": "s3://bench/imagenet", "endpoint_url": s3_url})
             storage.Store("s3", backends["s3"][1]).fs.mkdir("bench")
             storage.upload(root, "s3", backends["s3"][1])

@@ -2,6 +2,7 @@ import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -103,6 +104,34 @@ def nfs_images(image_files, tmp_path, libnfs_client):
             yield f"{url}/imagenet"
     except storage_servers.Unavailable as exc:
         pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
+
+
+@dataclass(frozen=True)
+class NFSExport:
+    """A writable export of the dataset, served over both protocols: each one's storage options, and the
+    dataset's folder on the server's disk."""
+
+    v4: dict
+    v3: dict
+    disk: Path
+
+
+@pytest.fixture
+def nfs_export(image_files, tmp_path, libnfs_client):
+    """``image_files`` exported read-write by NFS-Ganesha over NFSv4 and NFSv3 on 127.0.0.1 (NFSv3 with a
+    stand-in for rpcbind, in a mount namespace of its own); yields an :class:`NFSExport`. Skipped with
+    the reason where the server cannot start."""
+    export = tmp_path / "export"
+    shutil.copytree(image_files, export / "imagenet")
+    mount_port = storage_servers.free_port()
+    try:
+        with storage_servers.nfs_ganesha(export, tmp_path / "ganesha", nfsv3_mount_port=mount_port,
+                                         writable=True) as url:
+            v3 = {"url": f"nfs://127.0.0.1:{urlsplit(url).port}{export.resolve()}/imagenet", "nfs_version": 3,
+                  "nfs_mount_port": mount_port}  # NFSv3 mounts the export by its path on the server
+            yield NFSExport({"url": f"{url}/imagenet"}, v3, export / "imagenet")
+    except storage_servers.Unavailable as exc:
+        pytest.skip(f"NFS server (NFS-Ganesha, NFSv3 and v4) unavailable: {exc}")
 
 
 @pytest.fixture

@@ -1,13 +1,14 @@
 """One test suite every storage backend passes, each against its real server on 127.0.0.1.
 
 local: a folder; s3: SeaweedFS; blob: Azurite; cached: fsspec's filecache in front of SeaweedFS;
-nfs: NFS-Ganesha exporting a folder over NFSv4, read through libnfs (nothing mounted); nfs_mounted: an
+nfs: NFS-Ganesha exporting a folder over NFSv4, read (and written) through libnfs, nothing mounted; nfs_mounted: an
 NFS url that is a plain path (a mounted NFS folder on a cluster), read like local.
 A server that cannot start here skips its backend's tests with the reason.
 """
 
 import dataclasses
 import hashlib
+import random
 import shutil
 import tarfile
 import uuid
@@ -51,14 +52,14 @@ def blob_connection(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def nfs_server(tmp_path_factory):
-    """NFS-Ganesha exporting a fresh folder; yields (nfs:// url of the export, the folder on disk)."""
+    """NFS-Ganesha exporting a fresh folder (read-write, NFSv4); yields (nfs:// url of the export, the folder on disk)."""
     try:
         import libnfs  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"NFS client libnfs unavailable (pip install libnfs; needs apt libnfs-dev): {exc}")
     export = tmp_path_factory.mktemp("nfs-export")
     try:
-        with storage_servers.nfs_ganesha(export, tmp_path_factory.mktemp("ganesha")) as url:
+        with storage_servers.nfs_ganesha(export, tmp_path_factory.mktemp("ganesha"), writable=True) as url:
             yield url, export
     except storage_servers.Unavailable as exc:
         pytest.skip(f"NFS server (NFS-Ganesha) unavailable: {exc}")
@@ -214,8 +215,26 @@ def test_nfs_lists_and_reads_ranges_like_a_local_folder(dataset, nfs_server):
     assert fs.cat_file(f"{root}/{datagen.MANIFEST}", start=5, end=50) == manifest[5:50]
     with pytest.raises(ValueError, match="outside the mounted"):
         fs.cat_file("127.0.0.1:1/elsewhere/x")
-    with pytest.raises(NotImplementedError, match="read-only"):
-        fs.open(f"{root}/new", "wb")
+    with pytest.raises(NotImplementedError, match="whole objects only"):
+        fs.open(f"{root}/new", "ab")
+
+
+def test_nfs_writes_whole_objects_past_libnfs_4_0s_nfsv4_limit(dataset, nfs_server):
+    """libnfs 4.0 cannot send an NFSv4 WRITE of ~3.9 KB or more: 10 KB goes in pieces and lands whole,
+    its folders made, committed before pipe_file returns (the server's disk holds it at once)."""
+    url, disk = nfs_dataset(dataset, nfs_server)
+    fs = storage.Store("nfs", {"url": url}).fs
+    root = storage.strip_protocol(url)
+    data = random.Random(1).randbytes(10_000)
+    fs.pipe_file(f"{root}/ckpt/a/b.bin", data)
+    assert (disk / "ckpt" / "a" / "b.bin").read_bytes() == data
+    fs.pipe_file(f"{root}/ckpt/a/b.bin", b"short")  # a new object replaces the old one whole
+    assert fs.cat_file(f"{root}/ckpt/a/b.bin") == b"short"
+    with fs.open(f"{root}/ckpt/c.bin", "wb") as fh:
+        fh.write(data[:5000])
+    assert (disk / "ckpt" / "c.bin").read_bytes() == data[:5000]
+    fs.rm_file(f"{root}/ckpt/c.bin")
+    assert not (disk / "ckpt" / "c.bin").exists()
 
 
 def test_cached_in_front_of_nfs_serves_the_second_read_from_local_disk(dataset, nfs_server, tmp_path):
@@ -315,3 +334,25 @@ def test_corrupted_partition_fails_its_checksum_naming_backend_and_object(text_s
 def test_streaming_a_missing_object_names_backend_and_object(store):
     with pytest.raises(storage.StorageError, match=rf"storage {store.backend}: object .*no/such\.tar"):
         store.open("no/such.tar").read()
+
+
+def test_the_rpcbind_stand_in_accepts_a_registration_and_maps_nothing(tmp_path):
+    """What NFS-Ganesha's NFSv3 start needs of rpcbind (harness/storage/rpcbind_stub.py), over its socket."""
+    import socket
+    import struct
+
+    from harness.storage import rpcbind_stub
+
+    def call(sock, xid, procedure, version=4, program=rpcbind_stub.RPCBIND_PROGRAM):
+        body = struct.pack(">10I", xid, 0, 2, program, version, procedure, 0, 0, 0, 0)  # CALL, AUTH_NONE twice
+        sock.sendall(struct.pack(">I", 0x8000_0000 | len(body)) + body)
+        (mark,) = struct.unpack(">I", sock.recv(4))
+        return struct.unpack(f">{(mark & 0x7FFF_FFFF) // 4}I", sock.recv(mark & 0x7FFF_FFFF))
+
+    with rpcbind_stub.serving(tmp_path / "run") as path, socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(path))
+        assert call(sock, 7, 1) == (7, 1, 0, 0, 0, 0, 1)  # SET: accepted, TRUE
+        assert call(sock, 8, 2, version=2) == (8, 1, 0, 0, 0, 0, 1)  # portmap v2 UNSET: TRUE
+        assert call(sock, 9, 3) == (9, 1, 0, 0, 0, 0, 0)  # GETADDR: "" (nothing registered)
+        assert call(sock, 10, 0, program=100003) == (10, 1, 0, 0, 0, 1)  # not rpcbind: PROG_UNAVAIL
+    assert not path.exists()

