@@ -13,6 +13,7 @@ with another session's storage hosts. Needs root and iproute2.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import os
 import re
@@ -25,6 +26,7 @@ from harness.base import network
 
 PREFIX = "rosetta-stor-"
 SUBNET = ipaddress.ip_network("10.213.9.0/24")  # beside netns_hosts.sh's 10.213.8.0/24
+LOCK = "/run/rosetta-storage-host.lock"  # two sessions choosing a /30 at once would both take the same
 _NAME = re.compile(rf"^{PREFIX}(?P<pid>\d+)-(?P<k>\d+)$")
 
 
@@ -91,21 +93,37 @@ def storage_host(rate: str = network.UNLIMITED):
         raise Unavailable("a storage host (a network namespace) needs root")
     if not (shutil.which("ip") and shutil.which("tc")):
         raise Unavailable("a storage host needs iproute2 (ip, tc)")
-    _remove_stale()
-    k = _free_slot()
-    name, root_if = f"{PREFIX}{os.getpid()}-{k}", f"rs{k}p{os.getpid()}"[:15]
-    host = StorageHost(name, str(SUBNET[4 * k + 2]), str(SUBNET[4 * k + 1]), root_if)
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed: the address is taken by then
+        _remove_stale()
+        k = _free_slot()
+        name, root_if = f"{PREFIX}{os.getpid()}-{k}", f"rs{k}p{os.getpid()}"[:15]
+        host = StorageHost(name, str(SUBNET[4 * k + 2]), str(SUBNET[4 * k + 1]), root_if)
+        try:
+            _make(host)
+        except Unavailable:
+            _remove(host)
+            raise
     try:
-        _run(("ip", "netns", "add", name))
-        _run(("ip", "link", "add", root_if, "type", "veth", "peer", "name", "eth0", "netns", name))
-        _run(("ip", "addr", "add", f"{host.root_address}/30", "dev", root_if))
-        _run(("ip", "link", "set", root_if, "up"))
-        _run(("ip", "-n", name, "addr", "add", f"{host.address}/30", "dev", "eth0"))
-        _run(("ip", "-n", name, "link", "set", "eth0", "up"))
-        _run(("ip", "-n", name, "link", "set", "lo", "up"))  # servers' own sockets (filer, gRPC) need it
-        host.cap(rate)
+        host.cap(rate)  # inside the try: a failing tc still removes the host
         yield host
     finally:
-        # the root end first: removing it removes the pair even if a straggler keeps the namespace alive
-        subprocess.run(["ip", "link", "del", root_if], capture_output=True, timeout=30)
-        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+        _remove(host)
+
+
+def _make(host: StorageHost) -> None:
+    """The namespace, the veth pair between it and here, their addresses; uncapped."""
+    name, root_if = host.name, host.root_interface
+    _run(("ip", "netns", "add", name))
+    _run(("ip", "link", "add", root_if, "type", "veth", "peer", "name", "eth0", "netns", name))
+    _run(("ip", "addr", "add", f"{host.root_address}/30", "dev", root_if))
+    _run(("ip", "link", "set", root_if, "up"))
+    _run(("ip", "-n", name, "addr", "add", f"{host.address}/30", "dev", "eth0"))
+    _run(("ip", "-n", name, "link", "set", "eth0", "up"))
+    _run(("ip", "-n", name, "link", "set", "lo", "up"))  # servers' own sockets (filer, gRPC) need it
+
+
+def _remove(host: StorageHost) -> None:
+    # the root end first: removing it removes the pair even if a straggler keeps the namespace alive
+    subprocess.run(["ip", "link", "del", host.root_interface], capture_output=True, timeout=30)
+    subprocess.run(["ip", "netns", "del", host.name], capture_output=True, timeout=30)
