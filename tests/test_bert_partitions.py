@@ -19,7 +19,7 @@ BATCH, PER_PARTITION, MEASURED = 4, 16, 8  # 4 batches a partition: a rank finis
 TEXT = """
 name = "bert-partitions"
 [settings]
-warmup_steps = 1
+warmup_steps = 0
 measured_steps = {measured}
 repeats = 1
 timeout_s = 240
@@ -57,10 +57,11 @@ def test_each_partition_loaded_in_the_window_is_recorded_and_summed(tmp_path, wr
         loads[rank] = record["partitions"]
     for rank, mine in loads.items():
         share = sorted(sizes)[rank::2]  # rank r streams partitions r, r + 2, ...
-        # one block per partition, its load riding on its first batch: batches 5 and 9 of the rank's stream
-        # (step 1 is warm-up) are the first of its 2nd and 3rd partitions, in the rank's shuffled order
+        # one block per partition, its load riding on its first batch: batches 1 and 5 of the rank's stream
+        # (no warm-up) are the first of its 1st and 2nd partitions, in the rank's shuffled order
         order = np.random.default_rng([0, rank, 0, 1]).permutation(len(share))
-        assert [p["path"] for p in mine] == [share[i] for i in order[1:3]]
+        assert [p["path"] for p in mine] == [share[i] for i in order[:2]]
+        assert [p["first"] for p in mine] == [True, False]  # the loader process's first (its client's set-up)
         for p in mine:
             assert p["bytes"] == sizes[p["path"]]  # read to the last byte, the header included
             assert 0 < p["seconds"] <= p["span_s"] < 60

@@ -12,8 +12,9 @@ Each partition read to its end is timed: ``seconds`` is the time the loader spen
 (its last byte and checksum included) without the time its stream stood paused while the trainer had
 not yet asked for more batches, so it is the storage's cost and not the step time's (NVIDIA's loader
 reads a whole partition before training on it: its "load time per partition" is this); ``span_s`` is
-the wall time from opening to the last byte, pauses included. Both travel with a batch, as the byte
-counts do.
+the wall time from opening to the last byte, pauses included; ``first`` marks the first partition a
+loader process opened (its storage client's set-up, a fresh connection, falls in that one). They travel
+with a batch, as the byte counts do.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class TokenPartitions(torch.utils.data.IterableDataset):
         self.verifier, self.seed, self.rank = verifier, seed, rank
         self.block = max(batch * 16, 1024)  # records shuffled together
         self.passes = 0  # iter() calls in this process: a persistent loader worker keeps counting
+        self.opened = 0  # partitions opened in this process, likewise
 
     def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], torch.Tensor, list[dict[str, Any]]]]:
         mine, worker = worker_share(self.partitions)
@@ -84,8 +86,9 @@ class TokenPartitions(torch.utils.data.IterableDataset):
         """Blocks of one partition with the bytes they cost. One block is read ahead, so that the end of
         the partition (and the checksum of a sampled one) is reached before its last block is handed out:
         a bad partition fails before its last records are trained on, and the count rides on them, as
-        does the partition's load: path, bytes, ``seconds`` (reading, pauses left out) and ``span_s``
-        (open to last byte, wall); None with the other blocks."""
+        does the partition's load: path, bytes, ``seconds`` (reading, pauses left out), ``span_s``
+        (open to last byte, wall) and ``first`` (this process's first partition); None with the other blocks."""
+        first_here, self.opened = self.opened == 0, self.opened + 1
         opened = time.perf_counter()
         busy, resumed = 0.0, opened  # seconds spent reading; when this generator last resumed
         with self.store.open(rel, digest=self.verifier.wants(rel)) as reader:
@@ -108,7 +111,8 @@ class TokenPartitions(torch.utils.data.IterableDataset):
                 verified = 1
             tail = stats_tensor(reader.size - seen, 0, verified)
             done = time.perf_counter()
-            load = {"path": rel, "bytes": reader.size, "seconds": busy + done - resumed, "span_s": done - opened}
+            load = {"path": rel, "bytes": reader.size, "seconds": busy + done - resumed, "span_s": done - opened,
+                    "first": first_here}
             if held is None:  # a partition of no records
                 yield np.zeros(0, dtype=textdata.record_dtype(self.seq_len, self.max_pred)), tail, load
             else:
