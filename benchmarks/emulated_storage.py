@@ -61,17 +61,18 @@ class Servers:
         # uncapped while the dataset is uploaded, capped below before any run; asked for and not possible
         # here, the benchmark stops (storage_host.Unavailable says why) rather than measure without the cap
         self.host = stack.enter_context(storage_host.storage_host()) if link else None
+        self.s3_url = f"s3://rosetta/{data.name}"  # the dataset's folder name: imagenet, bert
         os.environ.update(AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=self.secret)
         self.urls: dict[str, dict[str, str]] = {"local": {"url": str(data)}}
         self.missing: dict[str, str] = {}
         self.s3 = self._start("s3", lambda: servers.seaweedfs(work / "weed", KEY, self.secret, host=self.host))
         if self.s3:
-            self.urls["s3"] = {"url": "s3://rosetta/imagenet", "endpoint_url": self.s3}
+            self.urls["s3"] = {"url": self.s3_url, "endpoint_url": self.s3}
             storage.Store("s3", self.urls["s3"]).fs.mkdir("rosetta")
             storage.upload(data, "s3", self.urls["s3"])
         if "blob" in wanted and (conn := self._start("blob", lambda: servers.azurite(work / "azurite", host=self.host))):
             os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
-            self.urls["blob"] = {"url": "abfs://rosetta/imagenet"}
+            self.urls["blob"] = {"url": f"abfs://rosetta/{data.name}"}
             storage.Store("blob", self.urls["blob"]).fs.mkdir("rosetta")
             storage.upload(data, "blob", self.urls["blob"])
         mount_port = servers.free_port()  # NFSv3's MOUNT service (a checkpoint writes NFSv3 at full size)
@@ -82,7 +83,7 @@ class Servers:
         if self.s3 and wanted & {"juicefs", "juicefs_warm"}:
             try:
                 with self.gateway() as gateway:  # the data written through the tier (JuiceFS stores blocks)
-                    storage.upload(data, "s3", {"url": "s3://rosetta/imagenet", "endpoint_url": gateway.endpoint})
+                    storage.upload(data, "s3", {"url": self.s3_url, "endpoint_url": gateway.endpoint})
             except servers.Unavailable as exc:
                 self.missing["juicefs"] = str(exc)
         if self.host:
@@ -101,7 +102,7 @@ class Servers:
 
     def options(self, backend: str, gateway=None, nfs_version: int = 4) -> dict | None:
         if backend.startswith("juicefs"):
-            return None if gateway is None else {"url": "s3://rosetta/imagenet", "endpoint_url": gateway.endpoint,
+            return None if gateway is None else {"url": self.s3_url, "endpoint_url": gateway.endpoint,
                                                  "metrics_url": gateway.metrics_url}
         if backend == "nfs" and nfs_version == 3 and "nfs" in self.urls:
             return self.nfs_v3
@@ -122,7 +123,7 @@ def run_one(doc: dict, path: str, backend: str, procs: int, options: dict, resul
 
 def run_scenario(path: Path, srv: Servers, backends: list[str], sizes: list[int] | None, results: Path,
                  frameworks: list[str] | None = None, checkpoint_mb: float | None = None,
-                 repeats: int = 0) -> pd.DataFrame:
+                 repeats: int = 0, measured_steps: int = 0) -> pd.DataFrame:
     doc = config.read_toml(path)
     if frameworks:
         doc["matrix"]["framework"] = frameworks
@@ -131,6 +132,8 @@ def run_scenario(path: Path, srv: Servers, backends: list[str], sizes: list[int]
             options["checkpoint_mb"] = checkpoint_mb
     if repeats:
         doc["settings"]["repeats"] = repeats
+    if measured_steps:
+        doc["settings"]["measured_steps"] = measured_steps
     rows = []
     for backend in backends:
         for procs in sizes or [int(doc["matrix"]["procs_per_node"])]:

@@ -219,7 +219,8 @@ class StallMeter:
             if done == warmup_steps:
                 p = self.pipeline
                 self.at_window.update(bytes=p.bytes_read, objects=p.objects_read, cached=p.cached_objects(),
-                                      waits=len(self.waits), tier=self._tier_counters())
+                                      waits=len(self.waits), tier=self._tier_counters(),
+                                      partitions=len(getattr(p, "partition_loads", None) or ()))
         if warmup_steps == 0:
             note(0)
         return note
@@ -232,7 +233,9 @@ class StallMeter:
     def record(self, window: dict[str, float], loader_batches: int) -> dict[str, Any]:
         """Wait, bytes and objects in the window, cache misses (new objects in the cache), then a
         loader-only pass (no model) of ``loader_batches`` batches, after the window so it never
-        competes with training (for ``cached`` it runs over a warmer cache)."""
+        competes with training (for ``cached`` it runs over a warmer cache). A BERT pipeline's record also
+        lists ``partitions``: each partition whose last byte arrived with a batch of the window (path,
+        bytes, seconds reading, span_s open to last byte; frameworks/torch_ddp/text_pipeline.py)."""
         p, at = self.pipeline, self.at_window
         cached_after = p.cached_objects()
         out = {"data_wait_s": sum(self.waits[at["waits"]:]), "window_s": window["seconds"],
@@ -243,6 +246,9 @@ class StallMeter:
         if tier is not None:  # the cache tier's own hit and miss bytes in the window (every client's)
             out["tier_hit_bytes"] = tier[0] - at["tier"][0]
             out["tier_miss_bytes"] = tier[1] - at["tier"][1]
+        loads = getattr(p, "partition_loads", None)  # BERT's partitions (torch's pipeline), before the loader-only pass
+        if loads is not None:
+            out["partitions"] = loads[at["partitions"]:]
         out["loader_samples_s"] = p.loader_only(loader_batches)
         out["objects_verified"] = p.verified
         return out

@@ -179,6 +179,8 @@ class Pipeline:
         self.bytes_read = 0
         self.objects_read = 0
         self.verified = 0
+        # BERT: each partition read to its end (path, bytes, seconds, span_s), in the order they arrived
+        self.partition_loads: list[dict[str, Any]] | None = [] if self.kind == "bert" else None
 
     def cached_objects(self) -> int | None:
         return self.shard.cached_objects()
@@ -199,7 +201,8 @@ class Pipeline:
                 last = str(exc).strip().splitlines()[-1]  # one line that names the backend and the object
                 raise storage.StorageError(last.split("StorageError: ", 1)[-1]) from None
         if self.kind == "bert":
-            batch, stats = item
+            batch, stats, loads = item
+            self.partition_loads.extend(loads)
         else:
             images, labels, stats = item
             batch = {"images": images, "labels": labels}

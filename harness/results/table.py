@@ -22,7 +22,8 @@ import pandas as pd
 from harness.base.errors import UserError
 
 SCHEMA_VERSION = 2  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
-# added within 2 (older rows read back with them empty): stage_layers, stage_flops_shares, stage_time_shares
+# added within 2 (older rows read back with them empty): stage_layers, stage_flops_shares, stage_time_shares,
+# partitions_loaded, partition_load_s_p50, partition_load_s_max, partition_load_mb_s
 READABLE_VERSIONS = (1, 2)  # version 1 tables read back with the new columns empty
 
 # Column -> pandas dtype. Order is the order in files.
@@ -105,6 +106,10 @@ COLUMNS: dict[str, str] = {
     "cache_hit_rate": "Float64",  # cached storage: fraction of object reads served from the local cache
     "objects_verified": "Int64",  # objects whose sha256 was checked against the manifest, all ranks
     "staging_s": "Float64",  # copy-to-local staging before training (s, slowest rank), if staged
+    "partitions_loaded": "Int64",  # BERT: partitions read to their last byte in the window, all ranks
+    "partition_load_s_p50": "Float64",  # BERT: median seconds one partition took to load (open to last byte, reading only)
+    "partition_load_s_max": "Float64",  # BERT: the longest of them (s)
+    "partition_load_mb_s": "Float64",  # BERT: those partitions' bytes / their load seconds, MB (1e6) per second
     "accelerator": "string",  # device emulated: the accelerator profile each rank stood for (or custom)
     "compute_s": "Float64",  # device emulated: profiled compute time per step (s), as slept
     "compute_source": "string",  # where compute_s came from (harness/contract/accelerators.toml)

@@ -6,6 +6,7 @@ import collections
 import json
 import math
 import signal
+import statistics
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -212,7 +213,24 @@ def data_fields(ranks: list[RankRecord]) -> dict[str, Any]:
         "cache_hit_rate": tier_rate if tier_rate is not None else ((1 - sum(misses) / reads) if misses and reads else None),
         "objects_verified": sum(d["objects_verified"] for d in reported),
         "staging_s": max(staging) if staging else None,
+        **partition_fields(reported),
     }
+
+
+def partition_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
+    """BERT's partitions read to their end in the window, every rank's together: how many, and the
+    median and the longest seconds one took to load (reading only, frameworks/torch_ddp/text_pipeline.py)
+    and their bytes over those seconds (MB, 1e6, per second);
+    empty where the pipeline does not time partitions (images, other frameworks)."""
+    loads = [p for d in reported for p in d.get("partitions") or ()]
+    if not any("partitions" in d for d in reported):
+        return {}
+    seconds = sorted(p["seconds"] for p in loads)
+    return {"partitions_loaded": len(loads),
+            "partition_load_s_p50": statistics.median(seconds) if seconds else None,
+            "partition_load_s_max": seconds[-1] if seconds else None,
+            "partition_load_mb_s": (sum(p["bytes"] for p in loads) / 1e6 / sum(seconds)
+                                    if seconds and sum(seconds) > 0 else None)}
 
 
 def communication_fields(ranks: list[RankRecord]) -> dict[str, Any]:
