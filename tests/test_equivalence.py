@@ -22,19 +22,27 @@ from harness.contract.equivalence import (
     recipe,
 )
 from harness.contract.workloads import RESNET50_PARAMS, WORKLOADS
-from harness.running.probe import PUBLISHED_PARAMETERS, probe_in_subprocess
+from harness.running.probe import PUBLISHED_PARAMETERS, probes_in_subprocess
 
 TRAINING_STEPS = 4
 
 
 @functools.lru_cache(maxsize=None)
-def probe(framework: str, workload: Workload, size: Size, steps: int) -> dict:
-    """A framework's probe report, run once per session in a fresh process."""
+def framework_probes(framework: str) -> dict[tuple[Workload, Size, int], dict]:
+    """Every case this suite asks of a framework (full size untrained, tiny trained, each installed
+    workload), probed once per session in one fresh process."""
     info = frameworks.get(framework)
-    missing = info.missing_modules(workload)
+    cases = [(w, size, steps) for w in info.workloads if w in PUBLISHED_PARAMETERS and not info.missing_modules(w)
+             for size, steps in ((Size.FULL, 0), (Size.TINY, TRAINING_STEPS))]
+    return dict(zip(cases, probes_in_subprocess(framework, cases))) if cases else {}
+
+
+def probe(framework: str, workload: Workload, size: Size, steps: int) -> dict:
+    """A framework's probe report, or a skip naming what it lacks here."""
+    missing = frameworks.get(framework).missing_modules(workload)
     if missing:
         pytest.skip(f"{framework} is not installed here (missing {', '.join(missing)})")
-    return probe_in_subprocess(framework, workload, size, steps)
+    return framework_probes(framework)[(workload, size, steps)]
 
 
 def cases():

@@ -65,17 +65,23 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
     references: dict[Workload, dict] = {}
     for name in chosen:
         info = frameworks.get(name)
+        workloads = []
         for workload in (w for w in info.workloads if w in PUBLISHED_PARAMETERS):
             missing = info.missing_modules(workload)
             if missing:
                 table.add_row(name, workload.value, "", "", "", "", f"not installed ({', '.join(missing)})")
-                continue
-            try:
-                report, problems = verify(name, workload, size, args.steps, references.get(workload))
-            except RuntimeError as exc:
-                table.add_row(name, workload.value, "", "", "", "", f"[red]probe failed[/red]: {exc}")
-                drifted = True
-                continue
+            else:
+                workloads.append(workload)
+        if not workloads:
+            continue
+        try:
+            verdicts = verify(name, workloads, size, args.steps, references)
+        except RuntimeError as exc:
+            table.add_row(name, ", ".join(w.value for w in workloads), "", "", "", "",
+                          f"[red]probe failed[/red]: {exc}")
+            drifted = True
+            continue
+        for workload, (report, problems) in zip(workloads, verdicts):
             if name == REFERENCE_FRAMEWORK:
                 references[workload] = report
             drifted |= bool(problems)

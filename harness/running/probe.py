@@ -1,9 +1,11 @@
-"""``python -m harness.running.probe FRAMEWORK WORKLOAD SIZE [STEPS] [SEED]``: one framework's equivalence probe.
+"""``python -m harness.running.probe FRAMEWORK WORKLOAD:SIZE[:STEPS[:SEED]] ...``: a framework's equivalence probes.
 
-Runs ``frameworks.<FRAMEWORK>.probe.probe`` in this process (which imports its framework)
-and prints one JSON object: the probe's report (see :mod:`harness.contract.equivalence`) with the
-probe format, framework, workload, size and forward FLOPs per sample. :func:`verify` runs
-probes in their own processes and checks them against the reference (``rosetta equivalence``).
+Runs ``frameworks.<FRAMEWORK>.probe.probe`` in this process (which imports its framework) for each
+case and prints one JSON object per case, in order: the probe's report (see
+:mod:`harness.contract.equivalence`) with the probe format, framework, workload, size and forward FLOPs
+per sample. One process serves all of a framework's cases: importing TensorFlow or PyTorch (and
+transformers) is most of a probe's time. :func:`verify` runs them in their own process and checks them
+against the reference (``rosetta equivalence``).
 """
 
 from __future__ import annotations
@@ -49,37 +51,53 @@ PUBLISHED_PARAMETERS = {Workload.RESNET50: RESNET50_PARAMS, Workload.BERT: BERT_
 PROBE_TIMEOUT_S = 600
 
 
-def probe_in_subprocess(framework: str, workload: Workload, size: Size, steps: int) -> dict[str, Any]:
-    """The probe's report from a fresh Python process (frameworks never load into the harness)."""
-    done = subprocess.run([sys.executable, "-m", "harness.running.probe", framework, workload.value, size.value, str(steps)],
-                          capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+Case = tuple[Workload, Size, int]  # workload, size, training steps on the fixed batch
+
+
+def probes_in_subprocess(framework: str, cases: list[Case]) -> list[dict[str, Any]]:
+    """The probe reports of ``cases``, in order, from one fresh Python process (frameworks never load
+    into the harness)."""
+    argv = [f"{workload.value}:{size.value}:{steps}" for workload, size, steps in cases]
+    done = subprocess.run([sys.executable, "-m", "harness.running.probe", framework, *argv],
+                          capture_output=True, text=True, timeout=PROBE_TIMEOUT_S * len(cases))
     if done.returncode != 0:
-        raise RuntimeError(f"{framework} {workload.value} probe failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{framework} probe of {' '.join(argv)} failed: {done.stderr.strip()[-2000:]}")
+    return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(cases):]]
 
 
-def verify(framework: str, workload: Workload, size: Size, steps: int,
-           reference: dict[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
-    """``framework``'s probe and its departures from the contract (empty when equivalent).
+def verify(framework: str, workloads: list[Workload], size: Size, steps: int,
+           references: dict[Workload, dict[str, Any]]) -> list[tuple[dict[str, Any], list[str]]]:
+    """``framework``'s probe of each workload and its departures from the contract (empty when equivalent).
 
-    The published parameter count is checked at the full size; ``reference`` (the reference
-    framework's probe of the same case) is run when not given.
+    The published parameter count is checked at the full size; a reference (the reference framework's
+    probe of the same case) missing from ``references`` is run.
     """
-    report = probe_in_subprocess(framework, workload, size, steps)
-    if reference is None:
-        reference = report if framework == REFERENCE_FRAMEWORK else probe_in_subprocess(
-            REFERENCE_FRAMEWORK, workload, size, steps)
-    published = PUBLISHED_PARAMETERS.get(workload) if size == Size.FULL else None
-    return report, check(report, reference, probe_recipe(workload), published)
+    reports = probes_in_subprocess(framework, [(w, size, steps) for w in workloads])
+    missing = [w for w in workloads if w not in references and framework != REFERENCE_FRAMEWORK]
+    if missing:
+        references = {**references, **dict(zip(missing, probes_in_subprocess(
+            REFERENCE_FRAMEWORK, [(w, size, steps) for w in missing])))}
+    published = PUBLISHED_PARAMETERS if size == Size.FULL else {}
+    return [(report, check(report, references.get(w, report), probe_recipe(w), published.get(w)))
+            for w, report in zip(workloads, reports)]
+
+
+def parse_case(text: str) -> tuple[Workload, Size, int, int]:
+    """``WORKLOAD:SIZE[:STEPS[:SEED]]`` as workload, size, steps and seed."""
+    parts = text.split(":")
+    if not 2 <= len(parts) <= 4:
+        sys.exit(f"probe case {text!r}: expected WORKLOAD:SIZE[:STEPS[:SEED]]")
+    steps = int(parts[2]) if len(parts) > 2 else DEFAULT_STEPS
+    seed = int(parts[3]) if len(parts) > 3 else DEFAULT_SEED
+    return Workload(parts[0]), Size(parts[1]), steps, seed
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) not in (3, 4, 5):
+    if len(argv) < 2:
         sys.exit(__doc__.splitlines()[0])
-    steps = int(argv[3]) if len(argv) > 3 else DEFAULT_STEPS
-    seed = int(argv[4]) if len(argv) > 4 else DEFAULT_SEED
-    report = run_probe(argv[0], Workload(argv[1]), Size(argv[2]), steps, seed)
-    print(json.dumps(report))
+    for case in argv[1:]:
+        report = run_probe(argv[0], *parse_case(case))
+        print(json.dumps(report), flush=True)
 
 
 if __name__ == "__main__":
