@@ -138,7 +138,7 @@ name = "several"
 [settings]
 warmup_steps = 1
 measured_steps = 2
-repeats = 4
+repeats = 3
 device = "cpu"
 [matrix]
 framework = "torch_ddp"
@@ -167,7 +167,7 @@ def test_sigkill_of_the_harness_loses_no_row_and_resume_completes_the_sweep(writ
     assert resumed.returncode == 0, output
     table = results.load(out)
     ok = table[table["status"] == "ok"]
-    assert sorted(ok["repeat"]) == [0, 1, 2, 3]  # each repeat completed exactly once
+    assert sorted(ok["repeat"]) == [0, 1, 2]  # each repeat completed exactly once
     assert table["sweep_id"].nunique() == 1
     assert not list(out.glob(".*.tmp"))
 
