@@ -23,7 +23,6 @@ from frameworks.torch_ddp.bmuf import BlockMomentum
 from frameworks.torch_ddp.onebit import OnebitState, onebit_hook
 from harness.contract.axes import Strategy
 
-
 # Strategies without DDP or gradient collectives, trained by their own loop (async_training.py):
 # parameter servers over torch.distributed.rpc, and Hogwild's model in shared memory.
 WITHOUT_DDP = (Strategy.PS_SYNC, Strategy.PS_ASYNC, Strategy.HOGWILD, Strategy.HOGWILD_LOCKED)

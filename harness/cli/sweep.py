@@ -7,8 +7,14 @@ import dataclasses
 from pathlib import Path
 
 from harness.base.errors import UserError
-from harness.cli.console import (DEFAULT_RESULTS, add_allow_failures, print_dry_run, run_with_progress,
-                                 sweep_exit_status, wide_console)
+from harness.cli.console import (
+    DEFAULT_RESULTS,
+    add_allow_failures,
+    print_dry_run,
+    run_with_progress,
+    sweep_exit_status,
+    wide_console,
+)
 from harness.cli.results import report_sweep
 
 

@@ -32,8 +32,8 @@ import yaml
 from harness.contract.spec import RunSpec
 from harness.launchers import (
     LaunchCommand,
-    framework_image,
     LaunchRequest,
+    framework_image,
     options,
     results_root,
     worker_argv,

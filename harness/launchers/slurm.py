@@ -19,8 +19,8 @@ from enum import Enum
 from harness.contract.spec import RunSpec
 from harness.launchers import (
     LaunchCommand,
-    framework_image,
     LaunchRequest,
+    framework_image,
     options,
     results_root,
     worker_argv,
