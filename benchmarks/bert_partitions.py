@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pandas as pd  # noqa: E402
 
 from benchmarks.emulated_storage import Servers, run_scenario  # noqa: E402
+from harness.base.environment import own_tools_first  # noqa: E402
 from harness.reports import charts  # noqa: E402
 from harness.results import provenance  # noqa: E402
 from harness.storage import datagen  # noqa: E402
@@ -120,6 +121,7 @@ def plot(loads: pd.DataFrame, path: Path) -> Path:
 
 
 def main() -> int:
+    own_tools_first()  # the environment's mpirun, torchrun, horovodrun, as `rosetta` does (not activated)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=32)
     parser.add_argument("--partition-samples", type=int, default=2000, help="sequences per partition (889 bytes each)")

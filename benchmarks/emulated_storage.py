@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pandas as pd  # noqa: E402
 
 from harness.base import config, network  # noqa: E402
+from harness.base.environment import own_tools_first  # noqa: E402
 from harness.experiment import scenario  # noqa: E402
 from harness.reports import charts, emulation, reference  # noqa: E402
 from harness.results import provenance  # noqa: E402
@@ -221,6 +222,7 @@ def plot_checkpoint(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def main() -> int:
+    own_tools_first()  # the environment's mpirun, torchrun, horovodrun, as `rosetta` does (not activated)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=400, help="JPEGs in the dataset")
     parser.add_argument("--sizes", default="1,2,4,8", help="emulated accelerators to try")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.base.environment import own_tools_first  # noqa: E402
 from harness.experiment import scenario  # noqa: E402
 from harness.results import provenance  # noqa: E402
 from harness.running.runner import run_sweep  # noqa: E402
@@ -81,6 +82,7 @@ def compare(data: Path, work: Path, workers: int, args) -> dict[str, float]:
 
 
 def main() -> int:
+    own_tools_first()  # the environment's mpirun, torchrun, horovodrun, as `rosetta` does (not activated)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compute-s", type=float, default=0.1, help="compute time per step (s)")

@@ -16,6 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from harness.base.environment import own_tools_first
 from harness.experiment import scenario
 from harness.results import provenance
 from harness.running.runner import run_sweep
@@ -45,6 +46,7 @@ HEADER = ("\n## TensorFlow XLA: step time with compile off and on (benchmarks/tf
 
 
 def main() -> None:
+    own_tools_first()  # the environment's mpirun, torchrun, horovodrun, as `rosetta` does (not activated)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--steps", type=int, default=8)
