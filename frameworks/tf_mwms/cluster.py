@@ -45,26 +45,38 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``path`` so that a reader never sees it half written (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def await_files(paths: Sequence[Path], timeout_s: float) -> list[int]:
+    """Wait until every path exists; the indices of those still missing when ``timeout_s`` ran out
+    (empty: all there)."""
+    deadline = time.monotonic() + timeout_s
+    while missing := [i for i, p in enumerate(paths) if not p.exists()]:
+        if time.monotonic() > deadline:
+            return missing
+        time.sleep(POLL_S)
+    return []
+
+
 def publish(folder: Path, rank: int, endpoint: str) -> None:
     """Write ``worker<rank>`` atomically (a reader never sees half an address)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    temporary = folder / f".worker{rank}.{os.getpid()}"
-    temporary.write_text(endpoint)
-    temporary.replace(folder / f"worker{rank}")
+    write_atomically(folder / f"worker{rank}", endpoint)
 
 
 def gather(folder: Path, world: int, timeout_s: float) -> list[str]:
     """Every rank's ``host:port`` in rank order; TimeoutError naming the ranks that never published."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        paths = [folder / f"worker{r}" for r in range(world)]
-        missing = [r for r, p in enumerate(paths) if not p.exists()]
-        if not missing:
-            return [p.read_text().strip() for p in paths]
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"TensorFlow cluster: rank(s) {missing} of {world} published no address "
-                               f"in {folder} within {timeout_s:.0f} s")
-        time.sleep(POLL_S)
+    paths = [folder / f"worker{r}" for r in range(world)]
+    missing = await_files(paths, timeout_s)
+    if missing:
+        raise TimeoutError(f"TensorFlow cluster: rank(s) {missing} of {world} published no address "
+                           f"in {folder} within {timeout_s:.0f} s")
+    return [p.read_text().strip() for p in paths]
 
 
 def tf_config(run_dir: Path, rank: int, world: int, single_host: bool, env: Mapping[str, str],
@@ -93,20 +105,14 @@ def parameter_server_roles(world: int, servers: int) -> list[str]:
 
 def publish_report(run_dir: Path, report: Mapping[str, Any]) -> None:
     """The coordinator's account of the run (every task's records), written atomically."""
-    folder = Path(run_dir) / FOLDER
-    temporary = folder / f".report.{os.getpid()}"
-    temporary.write_text(json.dumps(report))
-    temporary.replace(folder / "report.json")
+    write_atomically(Path(run_dir) / FOLDER / "report.json", json.dumps(report))
 
 
 def wait_report(run_dir: Path, timeout_s: float) -> dict[str, Any]:
     """The coordinator's report, once it is there; TimeoutError after ``timeout_s``."""
     path = Path(run_dir) / FOLDER / "report.json"
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the coordinator wrote no report to {path} within {timeout_s:.0f} s")
-        time.sleep(POLL_S)
+    if await_files([path], timeout_s):
+        raise TimeoutError(f"the coordinator wrote no report to {path} within {timeout_s:.0f} s")
     return json.loads(path.read_text())
 
 
