@@ -46,6 +46,17 @@ def synthetic_payload(total_bytes: int, rank: int, world: int, mode: str, seed: 
     return np.random.default_rng(seed * 1000 + rank).integers(0, 256, size, dtype=np.uint8).tobytes()
 
 
+# How a written object is made durable on each kind of backend (the record's ``written_as``), and what
+# besides keeps a cache out of the load that follows (``cache_defeat`` is the two together)
+_DURABLE = {"local": "fsync+fadvise_dontneed", "nfs": "nfs_commit", "store": "put_committed"}
+_NO_CACHE = {"local": "", "nfs": ", no client cache (libnfs), server cache kept", "store": ", no client cache"}
+
+
+def _kind(store: Store) -> str:
+    """local (a folder, NFS mounted included), nfs (nfs:// through libnfs) or store (an object store)."""
+    return "local" if store.is_local() else "nfs" if store.backend == "nfs" else "store"
+
+
 def write_durable(store: Store, rel: str, data: bytes) -> str:
     """Write one object so that it is on the backend, not in this machine's page cache; returns how."""
     path = f"{store.root}/{rel}"
@@ -57,9 +68,9 @@ def write_durable(store: Store, rel: str, data: bytes) -> str:
                 fh.flush()
                 os.fsync(fh.fileno())
                 os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-            return "fsync+fadvise_dontneed"
-        store.fs.pipe_file(path, data)  # nfs_fs and the object stores return once the server has it
-        return "nfs_commit" if store.backend == "nfs" else "put_committed"
+        else:
+            store.fs.pipe_file(path, data)  # nfs_fs and the object stores return once the server has it
+        return _DURABLE[_kind(store)]
     except Exception as exc:  # each client has its own errors: name backend and object
         raise StorageError(f"storage {store.backend}: writing {store.url(rel)} failed: "
                            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
@@ -101,12 +112,8 @@ def save_and_load(store: Store, folder: str, mode: str, payload: bytes, rank: in
     decode(data)
     load_s = time.perf_counter() - t0
     barrier()
-    if store.is_local():
-        defeat = "fsync+fadvise_dontneed"
-    elif store.backend == "nfs":  # through libnfs; the server's page cache is not ours to drop
-        defeat = "nfs_commit, no client cache (libnfs), server cache kept"
-    else:
-        defeat = "put_committed, no client cache"
+    kind = _kind(store)  # through libnfs, the server's page cache is not ours to drop
+    defeat = _DURABLE[kind] + _NO_CACHE[kind]
     if mode == "sharded" and world > 1:
         defeat += ", rank_shift=1"
     return {"mode": mode, "bytes_written": len(payload), "bytes_read": len(data), "save_s": save_s,
