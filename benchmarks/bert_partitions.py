@@ -109,7 +109,7 @@ def plot(loads: pd.DataFrame, path: Path) -> Path:
                 ax.scatter([x] * len(part), part["seconds"], s=14, zorder=3, edgecolors=f"C{i}",
                            facecolors="none" if first else f"C{i}")
     ax.set_xticks(range(len(sizes)), [f"{n} emulated H100s" for n in sizes])
-    ax.set_ylabel("seconds to load one partition (open to last byte)\nhollow: a loader's first partition")
+    ax.set_ylabel("seconds reading one partition (open to last byte,\nthe trainer's pauses left out); hollow: a loader's first")
     ax.set_yscale("log")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
