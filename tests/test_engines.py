@@ -94,6 +94,31 @@ def test_a_real_sbatch_job_runs_two_ranks_and_its_row_is_collected(slurm_conf, t
     assert (run_dir / "job.sbatch").exists() and list(run_dir.glob("slurm-*.out"))
 
 
+@pytest.mark.parametrize("last_line, status, says", [
+    ("exit 3", 3, ""),  # the script's own status, read from the file its EXIT trap writes
+    ("kill -9 $$", 1, "ended by signal 9"),  # no trap runs: the controller's record ends the wait
+])
+def test_sbatch_wait_returns_the_jobs_status_or_notices_it_ended_without_one(slurm_conf, tmp_path, last_line,
+                                                                             status, says):
+    """The job script the slurm launcher writes, its srun line replaced, submitted and waited for by
+    sbatch_wait in the cluster's namespace."""
+    from harness.launchers import LaunchRequest, slurm
+    from tests.test_launchers import spec
+
+    run_dir = tmp_path / "runs" / "S1" / "0000"
+    run_dir.mkdir(parents=True)
+    request = LaunchRequest(spec(launcher="slurm", procs_per_node=1), "frameworks.torch_ddp.worker",
+                            run_dir / "spec.json", sys.executable, cpu_count=2, repo_root=REPO)
+    command = slurm.command(request)
+    lines = command.files[slurm.SCRIPT].splitlines()
+    (run_dir / slurm.SCRIPT).write_text("\n".join([*lines[:-1], last_line]) + "\n")
+    done = subprocess.run([*IN_SLURM_NAMESPACE, *command.argv], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env={**os.environ, "SLURM_CONF": slurm_conf})
+    assert done.returncode == status, done.stderr
+    assert done.stdout.strip().isdigit()  # the job id, as sbatch --parsable prints it
+    assert says in done.stderr
+
+
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
 def test_two_hosts_across_namespaces_with_a_capped_link(two_hosts, tmp_path, launcher):
     hosts = list(two_hosts)

@@ -1,4 +1,4 @@
-"""SLURM: an sbatch script per run, submitted with ``sbatch --wait``; each task is one rank.
+"""SLURM: an sbatch script per run, submitted and waited for by ``sbatch_wait``; each task is one rank.
 
 ``srun`` starts one ``python -m harness.contract.worker`` per task; ranks find their rank and
 world size from SLURM's variables (harness.contract.worker maps them) and meet at the first
@@ -23,6 +23,7 @@ from harness.launchers import (
     framework_image,
     options,
     results_root,
+    sbatch_wait,
     worker_argv,
     worker_env,
 )
@@ -67,7 +68,11 @@ def script(request: LaunchRequest) -> str:
         if value:
             lines.append(f"#SBATCH --{flag}={value}")
     lines += [f"#SBATCH {extra}" for extra in opts.extra_sbatch]
+    # the job's exit status, written as the script ends, is what sbatch_wait watches for
+    exit_file = shlex.quote(str(request.run_dir / sbatch_wait.EXIT_FILE))
     lines += ["set -euo pipefail",
+              f"ROSETTA_EXIT_FILE={exit_file}",
+              """trap 'echo $? > "$ROSETTA_EXIT_FILE.tmp" && mv "$ROSETTA_EXIT_FILE.tmp" "$ROSETTA_EXIT_FILE"' EXIT""",
               'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
               f"export MASTER_PORT={opts.master_port}",
               shlex.join(srun_argv(request))]
@@ -99,10 +104,12 @@ def srun_argv(request: LaunchRequest) -> list[str]:
 
 
 def command(request: LaunchRequest) -> LaunchCommand:
-    """``sbatch --wait`` of the run's script: returns when the job ends, with its exit status."""
+    """``python -m harness.launchers.sbatch_wait SCRIPT``: submits the run's script and returns when the
+    job ends, with its exit status (``sbatch --wait`` would notice the end up to 32 s late)."""
     path = request.run_dir / SCRIPT
     node_cpus = options(request).cpus_per_task * request.spec.procs_per_node or None
-    return LaunchCommand(("sbatch", "--wait", "--parsable", str(path)), worker_env(request, node_cpus),
+    return LaunchCommand((request.python, "-m", "harness.launchers.sbatch_wait", str(path)),
+                         worker_env(request, node_cpus),
                          files={SCRIPT: script(request)}, abort=(("scancel", "--name", job_name(request)),))
 
 
