@@ -2,9 +2,11 @@
 # The README's promise, checked on a machine nobody set up by hand: inside a clean container made from the local
 # base image (Debian 12 minbase with Python 3.11 + venv, a C/C++ compiler, make and git; nothing else), clone
 # this repository and run `make quickstart`; fail unless every row is `ok` or a skip the framework's own
-# declaration explains (Chainer has no BERT).
+# declaration explains (Chainer has no BERT). With `test`, run `make test` instead, as a user who is not
+# root (a cluster's login node): it must pass, every test that needs what such a user cannot install
+# skipped with its reason.
 #
-#     tools/fresh_machine_check.sh [REF]      # as root, with podman (tools/system-packages.txt); REF: HEAD
+#     tools/fresh_machine_check.sh [REF] [quickstart|test]  # as root, with podman (tools/system-packages.txt)
 #
 # The container gets this machine's pip settings (where the package index and local wheel folders are, as
 # tools/container_images.py gives its builds) and nothing else: no caches, no Horovod wheel (it is built, 3 to
@@ -21,9 +23,11 @@ work="$(mktemp -d /tmp/rosetta-fresh.XXXXXX)"
 cleanup() { podman rm --force --ignore --time 0 "$name" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 ref="${1:-HEAD}"
+mode="${2:-quickstart}"
+case "$mode" in quickstart|test) ;; *) echo "mode must be quickstart or test, got '$mode'" >&2; exit 2;; esac
 git -C "$repo" bundle create "$work/rosetta.bundle" "$ref" 2>/dev/null
 commit="$(git -C "$repo" rev-parse "$ref^{commit}")"
-echo "fresh-machine check of $ref ($commit) in $base"
+echo "fresh-machine check ($mode) of $ref ($commit) in $base"
 mapfile -t pip_mounts < <("$python" "$repo/tools/container_images.py" pip-mounts "$work")
 
 cat > "$work/inside.sh" <<'INSIDE'
@@ -31,6 +35,11 @@ set -euo pipefail
 git clone --quiet --no-checkout /in/rosetta.bundle /root/rosetta
 cd /root/rosetta
 git checkout --quiet "$ROSETTA_COMMIT"
+if [ "$ROSETTA_MODE" = test ]; then
+  useradd --create-home newcomer
+  mv /root/rosetta /home/newcomer/rosetta && chown -R newcomer: /home/newcomer/rosetta
+  exec su newcomer -c "cd /home/newcomer/rosetta && make test"
+fi
 make quickstart
 # The verdict: every row ok, or skipped because the framework's declaration rules the combination out.
 .venv/bin/python - <<'VERDICT'
@@ -53,6 +62,6 @@ INSIDE
 
 start=$(date +%s)
 podman run --rm --init --network host --name "$name" --volume "$work:/in:ro" "${pip_mounts[@]}" \
-  --env "ROSETTA_COMMIT=$commit" \
+  --env "ROSETTA_COMMIT=$commit" --env "ROSETTA_MODE=$mode" \
   "$base" bash /in/inside.sh
-echo "fresh-machine check passed in $(( $(date +%s) - start )) s"
+echo "fresh-machine check ($mode) passed in $(( $(date +%s) - start )) s"
