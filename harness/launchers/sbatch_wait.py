@@ -54,7 +54,10 @@ def submit(script: Path) -> str:
 def job_record(job_id: str) -> JobRecord | None | bool:
     """The controller's record of the job; False once it has forgotten the job (MinJobAge after its
     end); None if it could not be asked this time (busy, unreachable)."""
-    done = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True)
+    try:
+        done = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True)
+    except OSError:  # no scontrol on this host: the file alone tells the end (or the run's timeout does)
+        return None
     if done.returncode != 0:
         return False if "Invalid job id" in done.stderr else None
     state = re.search(r"\bJobState=(\S+)", done.stdout)
