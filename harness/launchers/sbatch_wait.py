@@ -17,6 +17,7 @@ standard library: it runs in the harness's environment on the submitting host.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -41,6 +42,13 @@ class JobRecord:
     state: str
     code: int
     signal: int
+
+
+def exit_status_lines(folder: Path) -> list[str]:
+    """The batch script's lines (after ``set -euo pipefail``) that write its exit status to ``EXIT_FILE``
+    in ``folder`` as it ends, whole (by a rename), whatever ends it short of a signal no trap sees."""
+    return [f"ROSETTA_EXIT_FILE={shlex.quote(str(folder / EXIT_FILE))}",
+            """trap 'echo $? > "$ROSETTA_EXIT_FILE.tmp" && mv "$ROSETTA_EXIT_FILE.tmp" "$ROSETTA_EXIT_FILE"' EXIT"""]
 
 
 def submit(script: Path) -> str:

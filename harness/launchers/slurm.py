@@ -68,11 +68,7 @@ def script(request: LaunchRequest) -> str:
         if value:
             lines.append(f"#SBATCH --{flag}={value}")
     lines += [f"#SBATCH {extra}" for extra in opts.extra_sbatch]
-    # the job's exit status, written as the script ends, is what sbatch_wait watches for
-    exit_file = shlex.quote(str(request.run_dir / sbatch_wait.EXIT_FILE))
-    lines += ["set -euo pipefail",
-              f"ROSETTA_EXIT_FILE={exit_file}",
-              """trap 'echo $? > "$ROSETTA_EXIT_FILE.tmp" && mv "$ROSETTA_EXIT_FILE.tmp" "$ROSETTA_EXIT_FILE"' EXIT""",
+    lines += ["set -euo pipefail", *sbatch_wait.exit_status_lines(request.run_dir),  # what sbatch_wait watches
               'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
               f"export MASTER_PORT={opts.master_port}",
               shlex.join(srun_argv(request))]
