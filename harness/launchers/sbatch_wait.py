@@ -4,7 +4,7 @@
 every 32 (SLURM's ``_job_wait``: the sleep grows fourfold up to 32 s while it is below MinJobAge / 2,
 and MinJobAge is 300 s unless a site lowers it). A 20-second benchmark job was reported done after
 42 s; a sweep of them spends more time waiting than training. So the job's script writes its exit
-status to ``EXIT_FILE`` beside it as its last act (an EXIT trap, see ``slurm.script``), and this
+status to ``EXIT_FILE`` beside it as its last act (an EXIT trap: ``exit_status_lines``), and this
 waiter watches that file, which costs the controller nothing. It asks the controller (``scontrol
 show job``) every ``QUEUE_POLL_S`` too, for a job that ended without writing it (cancelled, out of
 time, its node lost) and for a file a shared file system's cache still hides from this host: a
