@@ -8,6 +8,8 @@ same fixed batch. A framework that is not installed here is skipped with the mod
 
 import copy
 import functools
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
@@ -27,14 +29,33 @@ from harness.running.probe import PUBLISHED_PARAMETERS, probes_in_subprocess
 TRAINING_STEPS = 4
 
 
-@functools.lru_cache(maxsize=None)
-def framework_probes(framework: str) -> dict[tuple[Workload, Size, int], dict]:
+def _probed(framework: str) -> dict[tuple[Workload, Size, int], dict]:
     """Every case this suite asks of a framework (full size untrained, tiny trained, each installed
-    workload), probed once per session in one fresh process."""
+    workload), probed in one fresh process."""
     info = frameworks.get(framework)
     cases = [(w, size, steps) for w in info.workloads if w in PUBLISHED_PARAMETERS and not info.missing_modules(w)
              for size, steps in ((Size.FULL, 0), (Size.TINY, TRAINING_STEPS))]
     return dict(zip(cases, probes_in_subprocess(framework, cases))) if cases else {}
+
+
+POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+
+
+@functools.lru_cache(maxsize=None)
+def _every_framework_probed() -> dict[str, Future]:
+    """Each framework's probe process, started at the first test that asks, as many at a time as there
+    are cores: one probe process computes on one core, and the reports are numbers, not timings."""
+    return {name: POOL.submit(_probed, name) for name in frameworks.names()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_probe_left_waiting():
+    yield
+    POOL.shutdown(wait=True, cancel_futures=True)  # a run of some of these tests starts no further probe
+
+
+def framework_probes(framework: str) -> dict[tuple[Workload, Size, int], dict]:
+    return _every_framework_probed()[framework].result()
 
 
 def probe(framework: str, workload: Workload, size: Size, steps: int) -> dict:
@@ -52,7 +73,7 @@ def cases():
                 yield pytest.param(name, workload, id=f"{name}-{workload.value}")
 
 
-@pytest.mark.parametrize("framework, workload", cases())
+@pytest.mark.parametrize("framework, workload", list(cases()))
 def test_full_size_model_matches_the_reference(framework, workload):
     report = probe(framework, workload, Size.FULL, 0)
     reference = probe(REFERENCE_FRAMEWORK, workload, Size.FULL, 0)
@@ -60,7 +81,7 @@ def test_full_size_model_matches_the_reference(framework, workload):
     assert not problems, f"{framework} {workload.value} drifted from the contract:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("framework, workload", cases())
+@pytest.mark.parametrize("framework, workload", list(cases()))
 def test_small_model_trains_like_the_reference(framework, workload):
     report = probe(framework, workload, Size.TINY, TRAINING_STEPS)
     reference = probe(REFERENCE_FRAMEWORK, workload, Size.TINY, TRAINING_STEPS)
