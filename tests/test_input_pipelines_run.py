@@ -73,11 +73,11 @@ def _check_real_data_row(row):
 
 @needs_tf
 def test_tf_mwms_trains_on_real_images_through_tf_data(image_files, write_scenario, tmp_path):
-    text = BASE.format(framework='"tf_mwms"', procs="[1, 2]", storage='"local"') + _local(image_files, workers=2)
-    rows = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
-    assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
-    for row in rows:
-        _check_real_data_row(row)
+    """Two workers, each reading its own shard (one worker reads through tf.data in the s3, nfs, cache and
+    corrupted-object tests below)."""
+    text = BASE.format(framework='"tf_mwms"', procs=2, storage='"local"') + _local(image_files, workers=2)
+    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    _check_real_data_row(row)
 
 
 @needs_horovod
