@@ -68,9 +68,12 @@ def container_name(request: LaunchRequest, rank: int) -> str:
 
 def inspect(image: str, env: dict[str, str] | None = None) -> dict[str, str]:
     """The local image's ID (as ``sha256:HEX``) and digest (``podman image inspect``); empty if podman
-    does not have it."""
-    done = subprocess.run(["podman", "image", "inspect", "--format", "{{json .}}", image], capture_output=True,
-                          text=True, env=env or podman_env(), stdin=subprocess.DEVNULL)
+    does not have it or is not installed here (a dry run writes the commands all the same)."""
+    try:
+        done = subprocess.run(["podman", "image", "inspect", "--format", "{{json .}}", image], capture_output=True,
+                              text=True, env=env or podman_env(), stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return {}
     if done.returncode != 0:
         return {}
     facts = json.loads(done.stdout)
