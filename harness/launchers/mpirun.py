@@ -55,7 +55,9 @@ def command(request: LaunchRequest) -> LaunchCommand:
         argv += ["--mca", "plm", "isolated"]
     else:
         env.update(GLOO_SOCKET_IFNAME=opts.interface, NCCL_SOCKET_IFNAME=opts.interface)
+        # plm rsh named here: it outranks an OMPI_MCA_plm=isolated in the environment (own_tools_first)
         argv += ["--host", ",".join(f"{h}:{spec.procs_per_node}" for h in opts.hosts[: spec.nodes]),
+                 "--mca", "plm", "rsh",
                  "--mca", "oob_tcp_if_include", opts.interface, "--mca", "btl_tcp_if_include", opts.interface]
         if opts.remote == RemoteShell.NETNS:
             # rtc_hwloc_vmhole=none: Open MPI 4.1's daemon maps the hwloc topology into shared memory at a
