@@ -82,6 +82,9 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+VOLUME_SLOTS = 1000  # SeaweedFS volumes (one per bucket here): far more buckets than a test or benchmark makes
+
+
 @contextmanager
 def seaweedfs(workdir: Path, access_key: str, secret_key: str, s3_port: int | None = None,
               host: StorageHost | None = None):
@@ -99,7 +102,12 @@ def seaweedfs(workdir: Path, access_key: str, secret_key: str, s3_port: int | No
     grpc = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin")}
     args = [*prefix, weed, "mini", f"-dir={workdir}", f"-ip={address}", f"-ip.bind={address}",
             f"-filer.localSocket={workdir}/filer.sock", f"-s3.localSocket={workdir}/s3.sock",
-            f"-webdav.port={ports['webdav']}", f"-debug.port={free_port()}", f"-s3.debug.port={free_port()}"]
+            f"-webdav.port={ports['webdav']}", f"-debug.port={free_port()}", f"-s3.debug.port={free_port()}",
+            # every bucket is a collection with volumes of its own, and left to itself the volume server takes
+            # as many volumes as free disk allows at its size limit: 22 here with 23 GB free, fewer in a fuller
+            # container, after which a new bucket's first write fails ("no free volumes left"). Volumes are
+            # not preallocated, so a slot costs nothing until written.
+            f"-volume.max={VOLUME_SLOTS}"]
     for name, port in ports.items():
         if name != "webdav":
             args += [f"-{name}.port={port}", f"-{name}.port.grpc={grpc[name]}"]
