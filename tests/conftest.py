@@ -1,6 +1,5 @@
 import shutil
 import textwrap
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -57,26 +56,6 @@ def image_files(tmp_path_factory):
 S3_KEY, S3_SECRET = "rosetta-test", "rosetta-test-secret-value"
 
 
-def make_s3_bucket(fs, bucket: str, timeout_s: float = 60.0) -> None:
-    """Create ``bucket`` through the s3fs filesystem ``fs`` and write (then remove) its first object.
-
-    SeaweedFS grows a new bucket's volumes on its first write: 0.2 s on a quiet machine against 0.003 s
-    for the next, and on a loaded one longer than s3fs's five retries wait (about 2 s), which then fail
-    with "InternalError" (seen once, two suites running at once). That is the server warming up, not what a
-    test checks, so it happens here, waited for patiently."""
-    fs.mkdir(bucket)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            fs.pipe_file(f"{bucket}/rosetta-first-write", b"x")
-            fs.rm_file(f"{bucket}/rosetta-first-write")
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
 @dataclass(frozen=True)
 class S3Bucket:
     """The bucket `bench` on a SeaweedFS server; its credentials are in the test's environment."""
@@ -99,7 +78,7 @@ def s3_bucket(tmp_path, monkeypatch):
         with storage_servers.seaweedfs(tmp_path / "weed", S3_KEY, S3_SECRET) as endpoint:
             monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_KEY)
             monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET)
-            make_s3_bucket(storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs, "bench")
+            storage.Store("s3", {"url": "s3://bench/x", "endpoint_url": endpoint}).fs.mkdir("bench")
             yield S3Bucket(endpoint)
     except storage_servers.Unavailable as exc:
         pytest.skip(f"S3 server (SeaweedFS) unavailable: {exc}")

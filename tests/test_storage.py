@@ -21,7 +21,6 @@ from harness.storage import backends as storage, datagen, servers as storage_ser
 from tests.conftest import (
     S3_KEY as ACCESS_KEY,  # the shared test credentials
     S3_SECRET as SECRET_KEY,
-    make_s3_bucket,
 )
 
 
@@ -122,7 +121,8 @@ def store_on(request, name, dataset, tmp_path, monkeypatch):
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
         endpoint = request.getfixturevalue("s3_endpoint")
         options = {"url": f"s3://{bucket}/imagenet", "endpoint_url": endpoint}
-        make_s3_bucket(storage.Store("s3", options).fs, bucket)
+        remote = storage.Store("s3", options)
+        remote.fs.mkdir(bucket)
     elif name == "blob":
         monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", request.getfixturevalue("blob_connection"))
         options = {"url": f"abfs://{bucket}/imagenet"}
@@ -184,7 +184,7 @@ def test_cached_second_read_is_served_from_local_disk(dataset, s3_endpoint, tmp_
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
     bucket = f"rosetta-{uuid.uuid4().hex[:10]}"
     options = {"url": f"s3://{bucket}/d", "endpoint_url": s3_endpoint}
-    make_s3_bucket(storage.Store("s3", options).fs, bucket)
+    storage.Store("s3", options).fs.mkdir(bucket)
     storage.upload(dataset, "s3", options)
     cached = storage.Store("cached", {**options, "remote": "s3", "cache_dir": str(tmp_path / "c")})
     first = cached.read(datagen.MANIFEST)
