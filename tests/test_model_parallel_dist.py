@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from frameworks.torch_ddp import strategies  # noqa: E402
-from frameworks.torch_ddp.fsdp import full_tensor  # noqa: E402
+from frameworks.torch_ddp.training import full_tensor  # noqa: E402
 from harness.contract.axes import Strategy  # noqa: E402
 from tests.gloo_group import on_every_rank  # noqa: E402
 

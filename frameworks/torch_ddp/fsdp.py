@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
@@ -61,8 +60,3 @@ def shard(model: nn.Module, reshard_after_forward: bool, device_type: str) -> Sh
         fully_shard(unit, mesh=mesh, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
     return ShardedBytes(per_step)
-
-
-def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
-    """The whole of a (possibly sharded) tensor: a DTensor is all-gathered (every rank must call)."""
-    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor

@@ -18,7 +18,7 @@ from torch.distributed.algorithms.model_averaging.averagers import PeriodicModel
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from frameworks.torch_ddp import fsdp, hierarchical, tensor_parallel
+from frameworks.torch_ddp import hierarchical
 from frameworks.torch_ddp.bmuf import BlockMomentum
 from frameworks.torch_ddp.onebit import OnebitState, onebit_hook
 from harness.contract.axes import Strategy
@@ -88,10 +88,16 @@ class TrainingStrategy:
 def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
           device_ids: list[int] | None) -> TrainingStrategy:
     """Wrap ``model`` for ``strategy`` with its (already validated) options."""
+    # FSDP and tensor parallelism are imported here, by the runs that use them: torch.distributed.fsdp
+    # and .tensor add about 1 s to every rank's start-up on 2 cores (as much as importing torch)
     if strategy == Strategy.FSDP:  # sharded, no DDP: FSDP2 shards the model in place
+        from frameworks.torch_ddp import fsdp
+
         sharded = fsdp.shard(model, options["reshard_after_forward"], "cuda" if device_ids else "cpu")
         return TrainingStrategy(model, dense_bytes(model), sharded, after_step=sharded.after_step)
     if strategy == Strategy.TENSOR_PARALLEL:  # no DDP: every rank holds a part of every layer
+        from frameworks.torch_ddp import tensor_parallel
+
         counter = tensor_parallel.parallelize_bert(model, "cuda" if device_ids else "cpu")
         return TrainingStrategy(model, dense_bytes(model), counter, one_batch=True)
     ddp = DDP(model, device_ids=device_ids)

@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from frameworks.torch_ddp import digits, numerics
-from frameworks.torch_ddp.fsdp import full_tensor
 from frameworks.torch_ddp.models import ResNet50, build_bert
 from harness.contract.axes import Workload
 from harness.contract.equivalence import Recipe, fixed_batch, recipe
@@ -63,6 +62,11 @@ def loss_of(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]
     if workload == Workload.DIGITS:
         return nn.functional.cross_entropy(model(batch["x"]), batch["y"])
     return model(**batch).loss
+
+
+def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """The whole of a (possibly sharded) tensor: a DTensor is all-gathered (every rank must call)."""
+    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
 
 
 def weights_checksum(model: nn.Module) -> str:

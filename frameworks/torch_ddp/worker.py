@@ -14,7 +14,6 @@ import torch.distributed as dist
 from frameworks.image_input import StallMeter
 from frameworks.torch_ddp import checkpointing, digits, emulated, numerics, plain, strategies
 from frameworks.torch_ddp.models import parameter_count
-from frameworks.torch_ddp.pipeline import Pipeline, gpipe_bubble, idle_meter
 from frameworks.torch_ddp.strategies import dense_bytes
 from frameworks.torch_ddp.training import (
     build_model,
@@ -189,6 +188,9 @@ def main(spec: RunSpec, events: EventWriter) -> None:
 def train_pipelined(spec: RunSpec, events: EventWriter, model: torch.nn.Module, device: torch.device) -> None:
     """One pipeline stage per rank (pipeline.py). Every stage reads the same batches (the first uses the
     inputs, the last the labels); the samples are counted once, on the last stage, where they leave."""
+    # imported by the runs that use it: torch.distributed.pipelining adds ~0.5 s to a rank's start-up
+    from frameworks.torch_ddp.pipeline import Pipeline, gpipe_bubble, idle_meter
+
     rank, world = dist.get_rank(), dist.get_world_size()
     options = dict(spec.strategy_options)
     if spec.compile == Compile.ON:
