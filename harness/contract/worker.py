@@ -12,12 +12,14 @@ child; the supervisor dies with its parent and the child with the supervisor.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -138,6 +140,26 @@ def run_child(module_name: str, spec_file: str) -> None:
         events.close()
         os._exit(1)
     events.close()
+    exit_without_teardown()
+
+
+def exit_without_teardown() -> None:
+    """Leave with status 0 as the interpreter's own exit would, less its teardown.
+
+    Python's exit first joins the threads that are not daemons (thread pools among them), then runs
+    the exit handlers (Horovod's shutdown, multiprocessing's reaping of loader processes, logging's
+    flush) and MPI_Finalize; then it frees every module and object, which with TensorFlow or
+    PyTorch loaded takes 0.7-1.1 s of every rank of every launch on 2 cores, measured, and only
+    delays the exit status. This does the first two steps, flushes the output and exits.
+    """
+    threading._shutdown()  # what Py_FinalizeEx calls first  # noqa: SLF001
+    atexit._run_exitfuncs()  # noqa: SLF001
+    mpi = sys.modules.get("mpi4py.MPI")  # mpi4py finalizes from a C exit hook (Py_AtExit), run after those
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()  # else mpirun reports the rank as ended without MPI_Finalize, and fails the job
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> None:
