@@ -60,8 +60,12 @@ def build_training(spec: RunSpec) -> tuple[keras.Model, Callable[[dict[str, tf.T
 
     exchange = (training.GradientExchange(reduce=allreduce) if spec.compile == Compile.ON
                 else training.GradientExchange(wrap_tape=distributed))
+    # autograph off: it would rewrite Horovod's own Python (the tape's allreduce of every gradient, each in
+    # a tf.cond) at every trace, 2-5 s of each launch on 2 cores; the step has no tensor-dependent Python
+    # control flow, so the graph is the same (losses equal to the bit, measured)
     return model, tf.function(training.build_train_step(spec.workload, model, optimization, exchange,
-                                                        jit_compile=spec.compile == Compile.ON))
+                                                        jit_compile=spec.compile == Compile.ON),
+                              autograph=False)
 
 
 def barrier(world: int) -> None:
