@@ -16,6 +16,8 @@ from typing import Mapping
 import keras
 from keras import layers, ops
 
+from frameworks.keras_models.composite import BuiltByFirstCall
+
 LAYER_NORM_EPSILON = 1e-12
 DROPOUT = 0.1
 INIT_STDDEV = 0.02
@@ -35,7 +37,7 @@ def _gelu(x):
     return keras.activations.gelu(x, approximate=False)  # transformers' "gelu" is the exact erf form
 
 
-class Embeddings(layers.Layer):
+class Embeddings(BuiltByFirstCall, layers.Layer):
     def __init__(self, vocab_size: int, hidden: int, positions: int, **kwargs):
         super().__init__(**kwargs)
         init = keras.initializers.RandomNormal(stddev=INIT_STDDEV)
@@ -50,7 +52,7 @@ class Embeddings(layers.Layer):
         return self.dropout(self.norm(x), training=training)
 
 
-class SelfAttention(layers.Layer):
+class SelfAttention(BuiltByFirstCall, layers.Layer):
     """q, k, v projections and softmax(QK^T / sqrt(d)) V over all heads; its output is (n, seq, hidden)."""
 
     def __init__(self, hidden: int, heads: int, **kwargs):
@@ -71,7 +73,7 @@ class SelfAttention(layers.Layer):
         return ops.reshape(context, (ops.shape(x)[0], ops.shape(x)[1], self.heads * self.head_size))
 
 
-class EncoderLayer(layers.Layer):
+class EncoderLayer(BuiltByFirstCall, layers.Layer):
     def __init__(self, hidden: int, heads: int, intermediate: int, **kwargs):
         super().__init__(**kwargs)
         self.attention = SelfAttention(hidden, heads)
@@ -101,7 +103,7 @@ class TiedDecoder(layers.Layer):
         return ops.matmul(x, ops.transpose(ops.cast(embeddings, x.dtype))) + ops.cast(self.bias, x.dtype)
 
 
-class BertForPreTraining(keras.Model):
+class BertForPreTraining(BuiltByFirstCall, keras.Model):
     """Returns (MLM logits (n, seq, vocab), NSP logits (n, 2))."""
 
     def __init__(self, options: Mapping[str, int], **kwargs):

@@ -15,6 +15,8 @@ import math
 import keras
 from keras import layers
 
+from frameworks.keras_models.composite import BuiltByFirstCall
+
 BN_EPSILON = 1e-5
 BN_MOMENTUM = 0.9  # Keras's moving-average factor; PyTorch's momentum 0.1
 
@@ -30,7 +32,7 @@ def _bn(zero_gamma: bool = False, name: str | None = None) -> layers.BatchNormal
                                      gamma_initializer="zeros" if zero_gamma else "ones")
 
 
-class Bottleneck(layers.Layer):
+class Bottleneck(BuiltByFirstCall, layers.Layer):
     """1x1 -> 3x3 (carries the stride, v1.5) -> 1x1 (4x width), projection shortcut when shapes change."""
 
     expansion = 4
@@ -54,7 +56,7 @@ class Bottleneck(layers.Layer):
         return keras.ops.relu(out + identity)
 
 
-class ResNet50(keras.Model):
+class ResNet50(BuiltByFirstCall, keras.Model):
     """ResNet-50 v1.5: 25,557,032 trainable parameters at 1000 classes, any input size (NHWC)."""
 
     def __init__(self, num_classes: int = 1000, **kwargs):

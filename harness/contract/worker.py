@@ -7,7 +7,8 @@ ended is always on record, whatever the launcher: the child's exception becomes
 an ``error`` record, and this supervisor adds an ``exit`` record with the exit
 status or the signal (a segfault, the OOM killer's SIGKILL, an early exit 0
 leave no word of their own). Signals the launcher sends are passed on to the
-child; the supervisor dies with its parent and the child with the supervisor.
+child; the supervisor dies with its parent and the child with the supervisor. A worker whose ``main``
+returned leaves without the interpreter's teardown (:func:`exit_without_teardown`).
 """
 
 from __future__ import annotations
