@@ -143,3 +143,25 @@ def test_no_module_is_much_over_400_lines():
     long = [f"{p.relative_to(REPO)}: {n}" for p in [*HARNESS.rglob("*.py"), *(REPO / "frameworks").rglob("*.py")]
             if (n := len(p.read_text().splitlines())) > 420]
     assert long == []
+
+
+# torch.distributed's model-parallel packages: importing them costs a rank's start-up about as much as torch
+MODEL_PARALLEL_TORCH = ("torch.distributed.fsdp", "torch.distributed.pipelining", "torch.distributed.tensor",
+                        "torch.distributed.device_mesh")
+
+
+def test_a_data_parallel_torch_rank_imports_no_model_parallel_package():
+    """Only a run that shards, splits or pipelines its model imports those, inside the function that does."""
+    modules = {module_name(p): p for p in (REPO / "frameworks").rglob("*.py")}
+    todo, seen, found = ["frameworks.torch_ddp.worker", "frameworks.horovod_torch.worker"], set(), []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for target, top, line in imports(modules[name], set(modules)):
+            if top and target.startswith(MODEL_PARALLEL_TORCH):
+                found.append(f"{modules[name].relative_to(REPO)}:{line} imports {target}")
+            elif top and target in modules:
+                todo.append(target)
+    assert found == []
