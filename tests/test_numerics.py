@@ -37,7 +37,7 @@ device = "cpu"
 timeout_s = 600
 [matrix]
 framework = "torch_ddp"
-workload = "resnet50"
+workload = "{workload}"
 size = "tiny"
 procs_per_node = {procs}
 batch_per_worker = 2
@@ -51,7 +51,8 @@ def _run(write_scenario, tmp_path, **axes):
     pytest.importorskip("torch")
     from harness.running.runner import run_sweep
 
-    settings = {"procs": 1, "precision": "fp32", "memory_format": "contiguous", "compile": "off", **axes}
+    settings = {"procs": 1, "workload": "resnet50", "precision": "fp32", "memory_format": "contiguous",
+                "compile": "off", **axes}
     (row,) = run_sweep(scenario.load(write_scenario(NUMERICS.format(**settings))), tmp_path / "results")
     assert row["status"] == "ok", row["reason"]
     assert math.isfinite(row["first_loss"]) and math.isfinite(row["last_loss"])
@@ -66,7 +67,8 @@ def test_bf16_autocast_and_channels_last_train_on_two_ranks(write_scenario, tmp_
 
 
 def test_compilation_is_timed_apart_from_the_window(write_scenario, tmp_path):
-    row = _run(write_scenario, tmp_path, compile="on")
-    assert row["compile"] == "on" and row["layout"] == "NCHW"  # contiguous
+    # the digits MLP: inductor compiles its few kernels in seconds, ResNet-50's in about 45 s on 2 cores
+    row = _run(write_scenario, tmp_path, compile="on", workload="digits")
+    assert row["compile"] == "on"
     assert row["compile_s"] > 0  # the first step compiled the model, before warm-up
     assert row["compile_s"] > 3 * row["step_time_p50_s"]  # compiling dwarfs a step: it was kept out
