@@ -69,6 +69,10 @@ def test_mpirun_one_node_and_across_namespace_hosts():
     assert local.argv[local.argv.index("plm") - 1: local.argv.index("plm") + 2] == ("--mca", "plm", "isolated")
     assert local.env["MASTER_ADDR"] == "127.0.0.1" and ("-x", "MASTER_PORT") == local.argv[
         local.argv.index("MASTER_PORT") - 1: local.argv.index("MASTER_PORT") + 1]
+    # one host: a port free now, not a fixed 29500 that two runs on the machine would both bind
+    assert local.env["MASTER_PORT"] != "29500" and 0 < int(local.env["MASTER_PORT"]) < 65536
+    pinned = get("mpirun")(_request(launcher="mpirun", launcher_options={"master_port": 29999}))
+    assert pinned.env["MASTER_PORT"] == "29999"
     multi = get("mpirun")(_request(nodes=2, procs_per_node=2, launcher="mpirun", launcher_options=NETNS))
     argv = multi.argv
     assert argv[:4] == ("ip", "netns", "exec", "rosetta-h0")  # mpirun runs in the first host
@@ -77,6 +81,7 @@ def test_mpirun_one_node_and_across_namespace_hosts():
     assert argv[argv.index("rtc_hwloc_vmhole") + 1] == "none"  # daemons sharing a machine crashed without it
     assert "isolated" not in argv  # across hosts: the remote shell starts the daemons
     assert multi.env["MASTER_ADDR"] == "10.0.0.1" and multi.env["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert multi.env["MASTER_PORT"] == "29500"  # across hosts: torch's default, as on a cluster
     assert argv[-5:] == ("/py", "-m", "harness.contract.worker", "mod", "/res/runs/S/0003/spec.json")
 
 

@@ -2,5 +2,6 @@
 
 ``errors`` (UserError: a one-line message naming file and key), ``config`` (TOML tables into frozen
 dataclasses, unknown keys refused), ``credentials`` (what a credential inside a string looks like: refused
-in configuration, masked in output) and ``network`` (link rates such as "1gbit").
+in configuration, masked in output) and ``network`` (link rates such as "1gbit"; a free port for a server
+started here).
 """

@@ -1,4 +1,5 @@
-"""The ``network`` axis: a cap on each host's link bandwidth, applied with Linux's ``tbf`` qdisc.
+"""The ``network`` axis: a cap on each host's link bandwidth, applied with Linux's ``tbf`` qdisc; and
+:func:`free_port`, a port for a server the harness starts on this machine.
 
 Values are ``unlimited`` or a rate in tc's notation: a number and ``kbit``, ``mbit`` or
 ``gbit`` (bits per second, decimal multiples), e.g. ``10gbit``, ``1gbit``, ``100mbit``.
@@ -9,6 +10,7 @@ Caps are applied only to hosts the harness owns (network namespaces, see
 from __future__ import annotations
 
 import re
+import socket
 
 UNLIMITED = "unlimited"
 RATE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>kbit|mbit|gbit)$")
@@ -39,3 +41,13 @@ def shaping_argv(interface: str, value: str) -> tuple[str, ...]:
         return ("tc", "qdisc", "replace", "dev", interface, "root", "pfifo", "limit", "1000")
     return ("tc", "qdisc", "replace", "dev", interface, "root", "tbf", "rate", value,
             "burst", str(tbf_burst_bytes(rate)), "latency", TBF_LATENCY)
+
+
+def free_port() -> int:
+    """A TCP port no one listens on now on 127.0.0.1 (the kernel's pick), for a server about to start here.
+
+    Fixed ports collide when two runs or two test processes share a machine; a port picked this way can
+    only be taken in the moment before its server binds it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -12,6 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from harness.base.network import free_port
 from harness.contract.spec import RunSpec
 from harness.launchers import (
     LaunchCommand,
@@ -23,6 +24,7 @@ from harness.launchers import (
 )
 from harness.launchers.hosts import RemoteShell
 
+DEFAULT_PORT = 29500  # torch.distributed's
 NETNS_AGENT = "tools/netns_rsh.sh"  # runs Open MPI's daemon in a namespace host, as ssh would on a cluster
 
 
@@ -31,7 +33,9 @@ class Options:
     hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
     addresses: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
     remote: RemoteShell = RemoteShell.SSH
-    master_port: int = field(default=29500, metadata={"min": 1, "max": 65535})
+    # 0: a free port found per run on one host (two runs on a machine never meet at a shared 29500), and
+    # torch's 29500 across hosts, where this machine cannot tell which port is free on the first host
+    master_port: int = field(default=0, metadata={"min": 0, "max": 65535})
     interface: str = "eth0"
     extra_args: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # e.g. ["--mca", "btl", "^openib"]
 
@@ -43,7 +47,7 @@ def command(request: LaunchRequest) -> LaunchCommand:
     addresses = host_list.addresses(opts.hosts, opts.addresses)
     cpus = host_list.node_cpus(opts.remote, spec, request.cpu_count) if multi_host else None
     env = {**worker_env(request, cpus), "MASTER_ADDR": addresses[0] if multi_host else "127.0.0.1",
-           "MASTER_PORT": str(opts.master_port)}
+           "MASTER_PORT": str(opts.master_port or (DEFAULT_PORT if multi_host else free_port()))}
     argv = ["mpirun", "-np", str(spec.world_size), "--bind-to", "none", "--tag-output"]
     if os.geteuid() == 0:
         argv.append("--allow-run-as-root")  # containers and the test cluster run as root

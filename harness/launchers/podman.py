@@ -22,12 +22,12 @@ import dataclasses
 import json
 import os
 import shutil
-import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from harness.base.network import free_port
 from harness.contract.events import HOST_VARIABLE, IMAGE_FILE, IMAGE_VARIABLE
 from harness.contract.spec import RunSpec
 from harness.launchers import (
@@ -83,13 +83,6 @@ def inspect(image: str, env: dict[str, str] | None = None) -> dict[str, str]:
 
 def podman_env() -> dict[str, str]:
     return {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF") or str(CONTAINERS_CONF)}
-
-
-def free_port() -> int:
-    """A port no one listens on now (the ranks share the host's network with everything else here)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def container_argv(request: LaunchRequest, name: str, env: dict[str, str], image_facts: dict[str, str],

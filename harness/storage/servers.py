@@ -25,18 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from harness.base.network import free_port
 from harness.storage.storage_host import StorageHost, Unavailable
 
 AZURITE_HOME = Path(os.environ.get("ROSETTA_AZURITE_HOME", Path.home() / ".cache" / "rosetta" / "azurite"))
 # Azurite's documented development account (public, the same in every Azurite); not a secret.
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_until(ready: Callable[[], str | None], proc: subprocess.Popen, name: str, log: Path, timeout_s: float,
