@@ -31,12 +31,14 @@ quickstart: $(STAMP)
 	$(BIN)/rosetta run
 
 # As root, the tests' servers are installed first (tools/install_test_servers.sh); then the NFS client
-# binding, which builds only once libnfs-dev is there.
+# binding, which builds only once libnfs-dev is there. The tests run in TEST_WORKERS processes (pytest-xdist):
+# two keep a 2-core machine busy while a test waits on a server, a sleep or a one-rank start-up.
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	tools/install_test_servers.sh
 	@$(BIN)/python -c "import libnfs" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[nfs]' 2>/dev/null \
 	  || echo "libnfs (the NFS client) did not build: apt-get install libnfs-dev; the nfs storage tests will skip" >&2
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Tests whose verdict depends on timing real launches (the planted-slowdown gate): run them on a quiet machine.
 timing-test: $(STAMP)

@@ -1,4 +1,6 @@
+import os
 import shutil
+import subprocess
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,9 +11,58 @@ import pytest
 from harness.base.environment import own_tools_first
 from harness.storage import backends as storage, servers as storage_servers
 
+# `make test` runs the test files in two processes (pytest-xdist, --dist loadfile): a file's tests stay in one
+# process, one after another, so that its servers and data start once. What has a name on the whole machine
+# gets one per process: the SLURM test cluster's network namespace and the namespace hosts.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... under xdist; empty in a lone pytest
+SLURM_NETNS = "rosetta-slurm" + (WORKER and f"-{WORKER}")  # tools/slurm_cluster.sh's ROSETTA_SLURM_NETNS
+HOSTS_PREFIX = "rosetta" + (WORKER and f"-{WORKER}")  # tools/netns_hosts.sh's ROSETTA_NETNS_PREFIX
+REPO = Path(__file__).resolve().parents[1]
+
+
 # As `rosetta` does: the environment's own mpirun, horovodrun, torchrun first, for the tests' checks
 # (shutil.which) and every process they start, whether or not the environment was activated.
 own_tools_first()
+
+
+# Real engines (tests/test_engines.py and each framework's SLURM and two-host tests): a one-node SLURM cluster
+# and two hosts made of network namespaces, started here; they need root and Debian's packages
+# (tools/system-packages.txt, which `make test` installs as root), else the tests skip saying so.
+def need_root_tools(*tools: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces, SLURM daemons)")
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}")
+
+
+def start_engine(argv: list[str], env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    if done.returncode != 0:
+        pytest.skip(f"{' '.join(argv)} could not start: {(done.stderr or done.stdout).strip()[-300:]}")
+    return done.stdout
+
+
+IN_SLURM_NAMESPACE = ["ip", "netns", "exec", SLURM_NETNS]  # the SLURM cluster's namespace: its clients run in it
+
+
+@pytest.fixture(scope="module")
+def slurm_conf(tmp_path_factory):
+    need_root_tools("slurmctld", "slurmd", "munged", "sbatch", "ip")
+    state, env = tmp_path_factory.mktemp("slurm"), {**os.environ, "ROSETTA_SLURM_NETNS": SLURM_NETNS}
+    lines = start_engine([str(REPO / "tools/slurm_cluster.sh"), "start", str(state)], env).splitlines()
+    yield dict(line.split("=", 1) for line in lines)["SLURM_CONF"]
+    subprocess.run([str(REPO / "tools/slurm_cluster.sh"), "stop", str(state)], check=False, env=env)
+
+
+@pytest.fixture(scope="module")
+def two_hosts():
+    need_root_tools("ip", "tc", "mpirun")
+    env = {**os.environ, "ROSETTA_NETNS_PREFIX": HOSTS_PREFIX}
+    lines = start_engine([str(REPO / "tools/netns_hosts.sh"), "start", "2"], env).splitlines()
+    yield dict(line.split("=", 1) for line in lines)
+    subprocess.run([str(REPO / "tools/netns_hosts.sh"), "stop"], check=False, env=env)
+
 
 TINY = """
 name = "tiny"

@@ -76,13 +76,14 @@ def test_resnet50_small_on_one_and_two_ranks_and_bert_skipped(write_scenario, tm
 
 # The real engines of tests/test_engines.py (a one-node SLURM cluster, hosts made of network namespaces):
 # root only, skipped with the reason elsewhere.
-from tests.test_engines import IN_SLURM_NAMESPACE, _run, slurm_conf, two_hosts  # noqa: E402,F401 - fixtures used by name
+from tests.conftest import IN_SLURM_NAMESPACE  # noqa: E402
+from tests.test_engines import _run  # noqa: E402
 
 TINY_TWO_RANKS = SMALL.replace('size = "small"', 'size = "tiny"').replace(
     'workload = ["resnet50", "bert"]', 'workload = "resnet50"').replace("procs_per_node = [1, 2]", "")
 
 
-def test_slurm_runs_the_ranks_as_one_mpi_job_with_pmix(slurm_conf, tmp_path):  # noqa: F811
+def test_slurm_runs_the_ranks_as_one_mpi_job_with_pmix(slurm_conf, tmp_path):
     path = tmp_path / "slurm.toml"
     path.write_text(TINY_TWO_RANKS + 'procs_per_node = 2\nlauncher = "slurm"\n')
     (row,) = _run(IN_SLURM_NAMESPACE, path, tmp_path / "pmix", {"SLURM_CONF": slurm_conf, "SLURM_MPI_TYPE": "pmix"})
@@ -94,7 +95,7 @@ def test_slurm_runs_the_ranks_as_one_mpi_job_with_pmix(slurm_conf, tmp_path):  #
     assert row["status"] == "failed" and "set SLURM_MPI_TYPE=pmix" in row["reason"]
 
 
-def test_mpirun_across_two_namespace_hosts(two_hosts, tmp_path):  # noqa: F811
+def test_mpirun_across_two_namespace_hosts(two_hosts, tmp_path):
     hosts = list(two_hosts)
     path = tmp_path / "hosts.toml"
     path.write_text(TINY_TWO_RANKS + f"""nodes = 2

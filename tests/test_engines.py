@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 pytest.importorskip("torch")
 
 from harness.results import table as results  # noqa: E402
+from tests.conftest import IN_SLURM_NAMESPACE  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,41 +36,6 @@ workload = "resnet50"
 size = "tiny"
 batch_per_worker = 2
 """
-
-
-def _need(*tools: str) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces, SLURM daemons)")
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"not installed: {', '.join(missing)}")
-
-
-def _start(argv: list[str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        pytest.skip(f"{' '.join(argv)} could not start: {(done.stderr or done.stdout).strip()[-300:]}")
-    return done.stdout
-
-
-IN_SLURM_NAMESPACE = ["ip", "netns", "exec", "rosetta-slurm"]  # tools/slurm_cluster.sh's namespace: clients run in it
-
-
-@pytest.fixture(scope="module")
-def slurm_conf(tmp_path_factory):
-    _need("slurmctld", "slurmd", "munged", "sbatch", "ip")
-    state = tmp_path_factory.mktemp("slurm")
-    lines = _start([str(REPO / "tools/slurm_cluster.sh"), "start", str(state)]).splitlines()
-    yield dict(line.split("=", 1) for line in lines)["SLURM_CONF"]
-    subprocess.run([str(REPO / "tools/slurm_cluster.sh"), "stop", str(state)], check=False)
-
-
-@pytest.fixture(scope="module")
-def two_hosts():
-    _need("ip", "tc", "mpirun")
-    lines = _start([str(REPO / "tools/netns_hosts.sh"), "start", "2"]).splitlines()
-    yield dict(line.split("=", 1) for line in lines)
-    subprocess.run([str(REPO / "tools/netns_hosts.sh"), "stop"], check=False)
 
 
 def _run(argv_prefix: list[str], scenario: Path, out: Path, env: dict[str, str] | None = None,

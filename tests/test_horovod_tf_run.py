@@ -87,10 +87,11 @@ def test_xla_compiled_step_on_two_processes(write_scenario, tmp_path, monkeypatc
 
 
 # A real one-node SLURM cluster (tests/test_engines.py): root only, skipped with the reason elsewhere.
-from tests.test_engines import IN_SLURM_NAMESPACE, _run as run_cli, slurm_conf  # noqa: E402,F401 - fixture used by name
+from tests.conftest import IN_SLURM_NAMESPACE  # noqa: E402
+from tests.test_engines import _run as run_cli  # noqa: E402
 
 
-def test_slurm_ranks_started_by_srun_join_through_pmix(slurm_conf, tmp_path):  # noqa: F811
+def test_slurm_ranks_started_by_srun_join_through_pmix(slurm_conf, tmp_path):
     path = tmp_path / "slurm.toml"
     path.write_text(SCENARIO.replace("procs_per_node = [1, 2]", 'procs_per_node = 2\nlauncher = "slurm"'))
     (row,) = run_cli(IN_SLURM_NAMESPACE, path, tmp_path / "out",

@@ -20,6 +20,7 @@ from harness.contract.axes import Strategy
 from harness.reports import published, reference, reproduce
 from harness.results import table as results
 from harness.scaling import published as predicted
+from tests.conftest import IN_SLURM_NAMESPACE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -125,24 +126,14 @@ def test_scaled_down_published_configuration_runs_end_to_end_locally(tmp_path, c
     assert chart.stat().st_size > 20_000
 
 
-def test_published_configuration_through_a_real_slurm_cluster(tmp_path):
+def test_published_configuration_through_a_real_slurm_cluster(slurm_conf, tmp_path):
     """The scaled-down published path (1 GPU point run, the 8-GPU one skipped) through sbatch on the test cluster."""
-    from tests.test_engines import IN_SLURM_NAMESPACE, _need, _start
-
-    _need("slurmctld", "slurmd", "munged", "sbatch", "ip")
-    state = tmp_path / "slurm"
-    state.mkdir()
-    conf = dict(line.split("=", 1) for line in _start([str(REPO / "tools/slurm_cluster.sh"), "start",
-                                                       str(state)]).splitlines())["SLURM_CONF"]
-    try:
-        done = subprocess.run([*IN_SLURM_NAMESPACE, sys.executable, "-m", "harness.cli", "reproduce",
-                               "dle-torch-rn50-v100", "--at", "published", "--launcher", "slurm", "--device", "cpu",
-                               "--size", "tiny", "--batch", "2", "--precision", "fp32", "--gpus", "1",
-                               "--repeats", "1", "--measured-steps", "2", "--results", str(tmp_path / "out")],
-                              cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
-                              env={**os.environ, "SLURM_CONF": conf})
-    finally:
-        subprocess.run([str(REPO / "tools/slurm_cluster.sh"), "stop", str(state)], check=False)
+    done = subprocess.run([*IN_SLURM_NAMESPACE, sys.executable, "-m", "harness.cli", "reproduce",
+                           "dle-torch-rn50-v100", "--at", "published", "--launcher", "slurm", "--device", "cpu",
+                           "--size", "tiny", "--batch", "2", "--precision", "fp32", "--gpus", "1",
+                           "--repeats", "1", "--measured-steps", "2", "--results", str(tmp_path / "out")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, "SLURM_CONF": slurm_conf})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = {int(r["world_size"]): r for r in results.load(tmp_path / "out").to_dict("records")}
     assert rows[1]["status"] == "ok" and rows[1]["launcher"] == "slurm", rows[1]["reason"]

@@ -4,12 +4,13 @@
 #   tools/slurm_cluster.sh start STATE_DIR   # prints the namespace and SLURM_CONF to use
 #   tools/slurm_cluster.sh stop STATE_DIR
 #
-# The daemons bind all addresses, so they run inside the namespace "rosetta-slurm", which gets a
-# veth pair (both ends inside) for a non-loopback address; nothing is reachable from outside.
+# The daemons bind all addresses, so they run inside the namespace "rosetta-slurm" (ROSETTA_SLURM_NETNS names
+# another, so that two test processes on one machine each have a cluster), which gets a veth pair (both ends
+# inside) for a non-loopback address; nothing is reachable from outside.
 # Run clients inside it too: ip netns exec rosetta-slurm env SLURM_CONF=STATE_DIR/slurm.conf sbatch ...
 # Needs root and Debian's slurm-wlm, munge and iproute2.
 set -euo pipefail
-NS=rosetta-slurm
+NS=${ROSETTA_SLURM_NETNS:-rosetta-slurm}
 ADDR=10.213.7.1
 cmd=${1:?usage: $0 start|stop STATE_DIR}
 state=$(realpath -m "${2:?usage: $0 start|stop STATE_DIR}")
