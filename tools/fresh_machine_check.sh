@@ -4,9 +4,11 @@
 # this repository and run `make quickstart`; fail unless every row is `ok` or a skip the framework's own
 # declaration explains (Chainer has no BERT). With `test`, run `make test` instead, as a user who is not
 # root (a cluster's login node): it must pass, every test that needs what such a user cannot install
-# skipped with its reason.
+# skipped with its reason. With `test-root`, run `make test` as root in a privileged container (network
+# namespaces, the SLURM daemons, NFS-Ganesha, nested podman), which installs the tests' system packages
+# itself (tools/install_test_servers.sh): it must pass with no test skipped for a missing package.
 #
-#     tools/fresh_machine_check.sh [REF] [quickstart|test]  # as root, with podman (tools/system-packages.txt)
+#     tools/fresh_machine_check.sh [REF] [quickstart|test|test-root]  # as root, with podman
 #
 # The container gets this machine's pip settings (where the package index and local wheel folders are, as
 # tools/container_images.py gives its builds) and nothing else: no caches, no Horovod wheel (it is built, 3 to
@@ -24,7 +26,7 @@ cleanup() { podman rm --force --ignore --time 0 "$name" >/dev/null 2>&1 || true;
 trap cleanup EXIT
 ref="${1:-HEAD}"
 mode="${2:-quickstart}"
-case "$mode" in quickstart|test) ;; *) echo "mode must be quickstart or test, got '$mode'" >&2; exit 2;; esac
+case "$mode" in quickstart|test|test-root) ;; *) echo "mode must be quickstart, test or test-root, got '$mode'" >&2; exit 2;; esac
 git -C "$repo" bundle create "$work/rosetta.bundle" "$ref" 2>/dev/null
 commit="$(git -C "$repo" rev-parse "$ref^{commit}")"
 echo "fresh-machine check ($mode) of $ref ($commit) in $base"
@@ -39,6 +41,9 @@ if [ "$ROSETTA_MODE" = test ]; then
   useradd --create-home newcomer
   mv /root/rosetta /home/newcomer/rosetta && chown -R newcomer: /home/newcomer/rosetta
   exec su newcomer -c "cd /home/newcomer/rosetta && make test"
+fi
+if [ "$ROSETTA_MODE" = test-root ]; then
+  exec make test  # -ra (pyproject) lists every skip with its reason
 fi
 make quickstart
 # The verdict: every row ok, or skipped because the framework's declaration rules the combination out.
@@ -61,7 +66,9 @@ VERDICT
 INSIDE
 
 start=$(date +%s)
-podman run --rm --init --network host --name "$name" --volume "$work:/in:ro" "${pip_mounts[@]}" \
+privileged=()
+[ "$mode" = test-root ] && privileged=(--privileged)
+podman run --rm --init --network host "${privileged[@]}" --name "$name" --volume "$work:/in:ro" "${pip_mounts[@]}" \
   --env "ROSETTA_COMMIT=$commit" --env "ROSETTA_MODE=$mode" \
   "$base" bash /in/inside.sh
 echo "fresh-machine check ($mode) passed in $(( $(date +%s) - start )) s"
