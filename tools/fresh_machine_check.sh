@@ -5,8 +5,8 @@
 # declaration explains (Chainer has no BERT). With `test`, run `make test` instead, as a user who is not
 # root (a cluster's login node): it must pass, every test that needs what such a user cannot install
 # skipped with its reason. With `test-root`, run `make test` as root in a privileged container (network
-# namespaces, the SLURM daemons, NFS-Ganesha, nested podman), which installs the tests' system packages
-# itself (tools/install_test_servers.sh): it must pass with no test skipped for a missing package.
+# namespaces, the SLURM daemons, NFS-Ganesha), which installs the tests' system packages itself
+# (tools/install_test_servers.sh): it must pass with no test skipped for a missing package.
 #
 #     tools/fresh_machine_check.sh [REF] [quickstart|test|test-root]  # as root, with podman
 #
@@ -43,7 +43,10 @@ if [ "$ROSETTA_MODE" = test ]; then
   exec su newcomer -c "cd /home/newcomer/rosetta && make test"
 fi
 if [ "$ROSETTA_MODE" = test-root ]; then
-  exec make test  # -ra (pyproject) lists every skip with its reason
+  # tests/test_containers.py left out: podman inside this container would build the four framework images
+  # anew (about 11 GB more disk); the host runs those tests. -ra (pyproject) lists every skip with its reason.
+  export PYTEST_ADDOPTS="--ignore=tests/test_containers.py"
+  exec make test
 fi
 make quickstart
 # The verdict: every row ok, or skipped because the framework's declaration rules the combination out.
