@@ -22,10 +22,13 @@ included; benchmarks/RESULTS.md).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import io
+import itertools
 import os
 import stat
+import uuid
 import warnings
 from urllib.parse import urlsplit
 
@@ -38,6 +41,21 @@ _CHUNK = 1 << 20
 # header, the AUTH_SYS credential (a host name of up to 255 bytes) and the file handle (up to 128)
 _V4_WRITE_PIECE = 3072
 _V3_WRITE_PIECE = 8 << 20  # per nfs_pwrite call: libnfs splits it into wtmax pieces sent together
+_CONTEXTS = itertools.count()
+
+
+def _own_nfs4_client(context) -> None:
+    """Make the libnfs ``context`` an NFSv4 client of its own. libnfs names every context "Libnfs
+    pid:<pid> <second>" and draws its verifier from a finer clock (its init.c), so two contexts a process opens
+    within one second (tf.data's loader threads, each with its own) share a name but not a verifier: the
+    server takes the second for the first client rebooted and expires the first one's state, whose next
+    read fails with NFS4ERR_EXPIRED (seen on a loaded machine). The Python binding does not wrap
+    ``nfs4_set_client_name``; ctypes reaches it through the binding's own library."""
+    from libnfs import _libnfs
+
+    set_name = ctypes.CDLL(_libnfs.__file__).nfs4_set_client_name
+    set_name.argtypes, set_name.restype = [ctypes.c_void_p, ctypes.c_char_p], None
+    set_name(int(context), f"rosetta pid:{os.getpid()} context:{next(_CONTEXTS)} {uuid.uuid4().hex}".encode())
 
 
 class NFSFileSystem(AbstractFileSystem):
@@ -63,6 +81,7 @@ class NFSFileSystem(AbstractFileSystem):
         self.version = int(version)
         self.url = url
         self._ctx = nfs.nfs_init_context()
+        _own_nfs4_client(self._ctx)
         parsed = nfs.nfs_parse_url_dir(self._ctx, f"nfs://{parts.hostname}{parts.path or '/'}?{'&'.join(query)}")
         if parsed is None:
             raise ValueError(f"nfs: cannot parse {url!r}: {nfs.nfs_get_error(self._ctx)}")
