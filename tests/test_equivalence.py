@@ -29,13 +29,13 @@ from harness.running.probe import PUBLISHED_PARAMETERS, probes_in_subprocess
 TRAINING_STEPS = 4
 
 
-def _probed(framework: str) -> dict[tuple[Workload, Size, int], dict]:
+def _probed(framework: str, env: dict[str, str]) -> dict[tuple[Workload, Size, int], dict]:
     """Every case this suite asks of a framework (full size untrained, tiny trained, each installed
-    workload), probed in one fresh process."""
+    workload), probed in one fresh process with the environment ``env``."""
     info = frameworks.get(framework)
     cases = [(w, size, steps) for w in info.workloads if w in PUBLISHED_PARAMETERS and not info.missing_modules(w)
              for size, steps in ((Size.FULL, 0), (Size.TINY, TRAINING_STEPS))]
-    return dict(zip(cases, probes_in_subprocess(framework, cases))) if cases else {}
+    return dict(zip(cases, probes_in_subprocess(framework, cases, env))) if cases else {}
 
 
 POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
@@ -44,8 +44,9 @@ POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
 @functools.lru_cache(maxsize=None)
 def _every_framework_probed() -> dict[str, Future]:
     """Each framework's probe process, started at the first test that asks, as many at a time as there
-    are cores: one probe process computes on one core, and the reports are numbers, not timings."""
-    return {name: POOL.submit(_probed, name) for name in frameworks.names()}
+    are cores: one probe process computes on one core, and the reports are numbers, not timings. The
+    environment is copied here, in the tests' thread, which pytest's own changes to it come from."""
+    return {name: POOL.submit(_probed, name, dict(os.environ)) for name in frameworks.names()}
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -14,7 +14,7 @@ import importlib
 import json
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 from harness.contract.axes import Size, Workload
 from harness.contract.equivalence import (
@@ -54,12 +54,16 @@ PROBE_TIMEOUT_S = 600
 Case = tuple[Workload, Size, int]  # workload, size, training steps on the fixed batch
 
 
-def probes_in_subprocess(framework: str, cases: list[Case]) -> list[dict[str, Any]]:
+def probes_in_subprocess(framework: str, cases: list[Case],
+                         env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The probe reports of ``cases``, in order, from one fresh Python process (frameworks never load
-    into the harness)."""
+    into the harness). ``env``: the process's environment, for a caller in a thread beside one that
+    changes ``os.environ`` (pytest does at every test): a child started with the live environment can
+    find it reallocated under it and fail to start (EFAULT, seen)."""
     argv = [f"{workload.value}:{size.value}:{steps}" for workload, size, steps in cases]
     done = subprocess.run([sys.executable, "-m", "harness.running.probe", framework, *argv],
-                          capture_output=True, text=True, timeout=PROBE_TIMEOUT_S * len(cases))
+                          capture_output=True, text=True, timeout=PROBE_TIMEOUT_S * len(cases),
+                          env=None if env is None else dict(env))
     if done.returncode != 0:
         raise RuntimeError(f"{framework} probe of {' '.join(argv)} failed: {done.stderr.strip()[-2000:]}")
     return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(cases):]]
