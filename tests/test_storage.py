@@ -219,6 +219,18 @@ def test_nfs_lists_and_reads_ranges_like_a_local_folder(dataset, nfs_server):
         fs.open(f"{root}/new", "ab")
 
 
+def test_nfs_contexts_opened_together_are_separate_nfsv4_clients(dataset, nfs_server):
+    """Two contexts one process opens back to back (tf.data's loader threads do): with libnfs's default
+    client name, the same for both within a second, the second's SETCLIENTID expired the first one's state."""
+    from harness.storage.nfs_fs import NFSFileSystem
+
+    url, disk = nfs_dataset(dataset, nfs_server)
+    first, second = NFSFileSystem(url), NFSFileSystem(url)
+    root, manifest = storage.strip_protocol(url), (disk / datagen.MANIFEST).read_bytes()
+    for fs in (first, second, first):
+        assert fs.cat_file(f"{root}/{datagen.MANIFEST}") == manifest
+
+
 def test_nfs_writes_whole_objects_past_libnfs_4_0s_nfsv4_limit(dataset, nfs_server):
     """libnfs 4.0 cannot send an NFSv4 WRITE of ~3.9 KB or more: 10 KB goes in pieces and lands whole,
     its folders made, committed before pipe_file returns (the server's disk holds it at once)."""
