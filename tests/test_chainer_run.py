@@ -74,7 +74,7 @@ def test_resnet50_small_on_one_and_two_ranks_and_bert_skipped(write_scenario, tm
     assert sorted(table["status"]) == ["ok", "ok", "skipped", "skipped"]
 
 
-# The real engines of tests/test_engines.py (a one-node SLURM cluster, hosts made of network namespaces):
+# The real engines of tests/conftest.py (a one-node SLURM cluster, hosts made of network namespaces):
 # root only, skipped with the reason elsewhere.
 from tests.conftest import IN_SLURM_NAMESPACE  # noqa: E402
 from tests.test_engines import _run  # noqa: E402

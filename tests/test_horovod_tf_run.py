@@ -86,7 +86,7 @@ def test_xla_compiled_step_on_two_processes(write_scenario, tmp_path, monkeypatc
         assert kinds.index("compile") < kinds.index("step")
 
 
-# A real one-node SLURM cluster (tests/test_engines.py): root only, skipped with the reason elsewhere.
+# A real one-node SLURM cluster (tests/conftest.py): root only, skipped with the reason elsewhere.
 from tests.conftest import IN_SLURM_NAMESPACE  # noqa: E402
 from tests.test_engines import _run as run_cli  # noqa: E402
 

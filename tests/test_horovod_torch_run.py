@@ -118,7 +118,7 @@ def test_bf16_autocast_and_channels_last_on_two_ranks(write_scenario, tmp_path):
     assert fp16["status"] == "skipped" and "amp_fp16" in fp16["reason"]
 
 
-# A real one-node SLURM cluster (tests/test_engines.py): root only, skipped with the reason elsewhere.
+# A real one-node SLURM cluster (tests/conftest.py): root only, skipped with the reason elsewhere.
 from tests.conftest import IN_SLURM_NAMESPACE  # noqa: E402
 from tests.test_engines import _run as run_cli  # noqa: E402
 
