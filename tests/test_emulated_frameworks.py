@@ -112,7 +112,12 @@ def test_emulated_accelerators_read_real_images_through_the_frameworks_own_pipel
         assert row["window_s"] >= STEPS * COMPUTE_S
         assert 0 < row["au"] <= 1.05 and row["au"] == pytest.approx(STEPS * COMPUTE_S / row["window_s"], rel=0.05)
         assert row["au_ok"] == (row["au"] >= row["au_threshold"])
-        assert row["compute_error_frac"] < 0.2  # the sleeps average the asked time (loaded machine: generous)
+        # the worst rank's |mean step compute - compute_s| / compute_s, from its own record; not bounded here: how
+        # closely a sleep keeps its time depends on the machine's load (0.26 and 0.62 seen with 4 test processes
+        # on 2 cores), which is what the column is there to show
+        emulation = _records(row, "emulation")
+        assert row["compute_error_frac"] == pytest.approx(max(
+            abs(e["slept_s"] / STEPS - e["compute_s"]) / e["compute_s"] for e in emulation))
         # samples counted on every rank: each consumed its own batches and said so
         assert row["throughput"] == pytest.approx(world * BATCH * STEPS / row["window_s"], rel=0.01)
         data = _records(row, "data")
@@ -120,7 +125,6 @@ def test_emulated_accelerators_read_real_images_through_the_frameworks_own_pipel
         steps = [s["seconds"] for s in _records(row, "step") if s["phase"] == "measure"]
         assert len(steps) == world * STEPS and min(steps) >= COMPUTE_S * 0.99  # each step holds its compute
         assert row["read_mb_s"] > 0 and 0 <= row["data_stall_frac"] <= 1 and row["loader_throughput"] > 0
-        emulation = _records(row, "emulation")
         assert len(emulation) == world and all(e["slept_s"] >= STEPS * COMPUTE_S * 0.99 for e in emulation)
         assert 0 <= row["host_cpu_busy"] <= 1
         if framework in ("tf_mwms", "horovod_tf"):  # tf.data's loader threads run inside the rank: no processes

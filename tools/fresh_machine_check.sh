@@ -70,7 +70,13 @@ INSIDE
 
 start=$(date +%s)
 privileged=()
-[ "$mode" = test-root ] && privileged=(--privileged)
+if [ "$mode" = test-root ]; then
+  # /tmp, where the tests' NFS exports live, on this machine's disk as on a real machine: NFS-Ganesha's VFS
+  # export needs file handles, which the container's overlay file system does not give (every NFS mount
+  # failed with NFS4ERR_NOENT on it)
+  mkdir -m 1777 "$work/tmp"
+  privileged=(--privileged --volume "$work/tmp:/tmp")
+fi
 podman run --rm --init --network host "${privileged[@]}" --name "$name" --volume "$work:/in:ro" "${pip_mounts[@]}" \
   --env "ROSETTA_COMMIT=$commit" --env "ROSETTA_MODE=$mode" \
   "$base" bash /in/inside.sh
