@@ -11,6 +11,12 @@ missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+# Azurite 3.35.0 (newer ones need Node >= 21), with npm's own cache kept beside it. npm is asked for by its
+# command, not by a package name: Debian's `npm` (Node 18) on a fresh machine, but a machine may have Node
+# from elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's).
+azurite_home="${ROSETTA_AZURITE_HOME:-$HOME/.cache/rosetta/azurite}"
+azurite_missing=$([ -x "$azurite_home/node_modules/.bin/azurite-blob" ] || echo yes)
+[ -n "$azurite_missing" ] && ! command -v npm >/dev/null && missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "install_test_servers: apt-get install ${missing[*]}"
@@ -21,16 +27,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# Azurite 3.35.0 (newer ones need Node >= 21), with npm's own cache kept beside it. npm is asked for by its
-# command, not by a package name: Debian's `npm` (Node 18) on a fresh machine, but a machine may have Node
-# from elsewhere (NodeSource's nodejs bundles npm and conflicts with Debian's).
-azurite_home="${ROSETTA_AZURITE_HOME:-$HOME/.cache/rosetta/azurite}"
-if [ ! -x "$azurite_home/node_modules/.bin/azurite-blob" ]; then
-  if ! command -v npm >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "install_test_servers: apt-get install npm (for Azurite)"
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm >/dev/null
-  fi
+if [ -n "$azurite_missing" ]; then
   if command -v npm >/dev/null; then
     mkdir -p "$azurite_home"
     (cd "$azurite_home" && npm install --silent --no-audit --no-fund --cache "$HOME/.cache/rosetta/npm-cache" azurite@3.35.0) \
