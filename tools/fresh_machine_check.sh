@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The README's promise, checked on a machine nobody set up by hand: inside a clean container made from the local
 # base image (Debian 12 minbase with Python 3.11 + venv, a C/C++ compiler, make and git; nothing else), clone
-# this repository and run `make quickstart`; fail unless every row is `ok` or a skip the framework's own
-# declaration explains (Chainer has no BERT). With `test`, run `make test` instead, as a user who is not
-# root (a cluster's login node): it must pass, every test that needs what such a user cannot install
-# skipped with its reason. With `test-root`, run `make test` as root in a privileged container (network
-# namespaces, the SLURM daemons, NFS-Ganesha), which installs the tests' system packages itself
-# (tools/install_test_servers.sh): it must pass with no test skipped for a missing package.
+# this repository and run one of the README's two commands:
+#   quickstart       `make quickstart` as a user who is not root (a cluster's login node); fail unless every row
+#                    is `ok` or a skip the framework's own declaration explains (Chainer has no BERT)
+#   quickstart-root  the same as root
+#   test             `make test` as a user who is not root: it must pass, every test that needs what such a
+#                    user cannot install skipped with its reason
+#   test-root        `make test` as root in a privileged container (network namespaces, the SLURM daemons,
+#                    NFS-Ganesha, podman), which installs the tests' system packages itself
+#                    (tools/install_test_servers.sh): it must pass with no test skipped for a missing package
 #
-#     tools/fresh_machine_check.sh [REF] [quickstart|test|test-root]  # as root, with podman
+#     tools/fresh_machine_check.sh [REF] [quickstart|quickstart-root|test|test-root]  # as root, with podman
 #
 # The container gets this machine's pip settings (where the package index and local wheel folders are, as
 # tools/container_images.py gives its builds) and nothing else: no caches, no Horovod wheel (it is built, 3 to
-# 5 minutes), no results. The clone is of a committed REF (default HEAD; a git bundle, since a worktree's .git
-# is only a pointer), so commit first. It takes 15 minutes or more on 2 cores. Not part of the tests.
+# 5 minutes), no results, no images. The clone is of a committed REF (default HEAD; a git bundle, since a
+# worktree's .git is only a pointer), so commit first. It takes 15 minutes or more on 2 cores (test-root: 40,
+# and about 15 GB of disk for the framework images it builds). Not part of the tests.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-python3}"
@@ -26,7 +30,7 @@ cleanup() { podman rm --force --ignore --time 0 "$name" >/dev/null 2>&1 || true;
 trap cleanup EXIT
 ref="${1:-HEAD}"
 mode="${2:-quickstart}"
-case "$mode" in quickstart|test|test-root) ;; *) echo "mode must be quickstart, test or test-root, got '$mode'" >&2; exit 2;; esac
+case "$mode" in quickstart|quickstart-root|test|test-root) ;; *) echo "mode must be quickstart, quickstart-root, test or test-root, got '$mode'" >&2; exit 2;; esac
 git -C "$repo" bundle create "$work/rosetta.bundle" "$ref" 2>/dev/null
 commit="$(git -C "$repo" rev-parse "$ref^{commit}")"
 echo "fresh-machine check ($mode) of $ref ($commit) in $base"
@@ -37,18 +41,19 @@ set -euo pipefail
 git clone --quiet --no-checkout /in/rosetta.bundle /root/rosetta
 cd /root/rosetta
 git checkout --quiet "$ROSETTA_COMMIT"
-if [ "$ROSETTA_MODE" = test ]; then
+if [[ "$ROSETTA_MODE" == *-root ]]; then
+  as_user() { bash -c "$1"; }
+else
   useradd --create-home newcomer
   mv /root/rosetta /home/newcomer/rosetta && chown -R newcomer: /home/newcomer/rosetta
-  exec su newcomer -c "cd /home/newcomer/rosetta && make test"
+  cd /home/newcomer/rosetta
+  as_user() { su newcomer -c "cd /home/newcomer/rosetta && $1"; }
 fi
-if [ "$ROSETTA_MODE" = test-root ]; then
-  # tests/test_containers.py left out: podman inside this container would build the four framework images
-  # anew (about 11 GB more disk); the host runs those tests. -ra (pyproject) lists every skip with its reason.
-  export PYTEST_ADDOPTS="--ignore=tests/test_containers.py"
-  exec make test
+if [[ "$ROSETTA_MODE" == test* ]]; then
+  as_user "make test"
+  exit
 fi
-make quickstart
+as_user "make quickstart"
 # The verdict: every row ok, or skipped because the framework's declaration rules the combination out.
 .venv/bin/python - <<'VERDICT'
 import json, sys
@@ -71,11 +76,12 @@ INSIDE
 start=$(date +%s)
 privileged=()
 if [ "$mode" = test-root ]; then
-  # /tmp, where the tests' NFS exports live, on this machine's disk as on a real machine: NFS-Ganesha's VFS
-  # export needs file handles, which the container's overlay file system does not give (every NFS mount
-  # failed with NFS4ERR_NOENT on it)
+  # /tmp, where the tests' NFS exports live, and podman's image store on this machine's disk as on a real
+  # machine: NFS-Ganesha's VFS export needs file handles, and podman's overlay driver an upper directory, which
+  # the container's own overlay file system gives neither (every NFS mount failed with NFS4ERR_NOENT on it)
   mkdir -m 1777 "$work/tmp"
-  privileged=(--privileged --volume "$work/tmp:/tmp")
+  mkdir "$work/containers"
+  privileged=(--privileged --volume "$work/tmp:/tmp" --volume "$work/containers:/var/lib/containers")
 fi
 podman run --rm --init --network host "${privileged[@]}" --name "$name" --volume "$work:/in:ro" "${pip_mounts[@]}" \
   --env "ROSETTA_COMMIT=$commit" --env "ROSETTA_MODE=$mode" \
