@@ -112,7 +112,7 @@ def test_a_bad_launcher_option_is_a_one_line_error(write_scenario):
         scenario.load(write_scenario(text.replace('launcher = "slurm"', 'launcher = "pbs"')))
 
 
-def test_one_scenario_dry_runs_through_every_launcher(write_scenario, tmp_path):
+def test_one_scenario_dry_runs_through_every_launcher(write_scenario, tmp_path, monkeypatch):
     text = """
     [settings]
     warmup_steps = 1
@@ -123,12 +123,16 @@ def test_one_scenario_dry_runs_through_every_launcher(write_scenario, tmp_path):
     size = "tiny"
     launcher = ["torchrun", "mpirun", "slurm", "kubernetes"]
     """
-    planned = dry_run(scenario.load(write_scenario(text)), tmp_path)
+    sc = scenario.load(write_scenario(text))
+    monkeypatch.chdir(tmp_path)
+    planned = dry_run(sc, Path("."))
     assert [s.launcher for s, _, _ in planned] == ["torchrun", "mpirun", "slurm", "kubernetes"] * 3
     files = {s.launcher: sorted(p.name for p in run_dir.iterdir()) for s, run_dir, _ in planned[:4]}
     assert files["slurm"] == ["command.json", "job.sbatch", "spec.json"]
     assert files["kubernetes"] == ["command.json", "job.yaml", "spec.json"]
     assert not (tmp_path / "results.parquet").exists()  # nothing ran, nothing recorded
+    # the batch script names the spec by its full path: it runs in the repository (--chdir), not here
+    assert f"{tmp_path}/dry-run/" in (planned[2][1] / "job.sbatch").read_text().splitlines()[-1]
 
 
 def _job(framework_kind: str, **kw) -> dict:

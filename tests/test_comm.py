@@ -1,6 +1,7 @@
 """rosetta comm: arithmetic, settings as data, and a real two-process gloo run through torchrun."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -71,11 +72,12 @@ def test_skip_reasons_name_what_is_missing():
     assert "torch" in skip_reason(Backend.GLOO, 2, Device.AUTO, {"torch": None})
 
 
-def test_real_gloo_run_keeps_raw_timings_of_the_slowest_rank(tmp_path):
+def test_real_gloo_run_keeps_raw_timings_of_the_slowest_rank(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     settings = load_settings(None, backends=["gloo", "horovod"], max_bytes_cpu=4096, step_factor=32,
                              warmup_iters=1, iters=3)
-    rows = run_comm(settings, tmp_path)
+    monkeypatch.chdir(tmp_path / "..")  # the results folder named relative to here; the ranks start in the repository
+    rows = run_comm(settings, Path(tmp_path.name))
     ok = [r for r in rows if r["status"] == "ok"]
     # allreduce and broadcast at 4, 128, 4096 B; allgather needs one element per rank: 128, 4096
     assert sorted((r["collective"], r["bytes"]) for r in ok) == sorted(

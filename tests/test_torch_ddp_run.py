@@ -1,6 +1,7 @@
 """Real runs: torchrun starts real gloo DDP processes; nothing is mocked."""
 
 import json
+from pathlib import Path
 
 import psutil
 import pytest
@@ -18,9 +19,10 @@ def _children_alive(before):
             and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_one_and_two_process_ddp(write_scenario, tmp_path):
+def test_one_and_two_process_ddp(write_scenario, tmp_path, monkeypatch):
     sc = scenario.load(write_scenario(TINY.replace('size = "tiny"', 'size = "small"')))  # ResNet-50 at 64x64
-    rows = run_sweep(sc, tmp_path / "results")
+    monkeypatch.chdir(tmp_path)  # a results folder named relative to here, while the ranks start in the repository
+    rows = run_sweep(sc, Path("results"))
     assert [r["status"] for r in rows] == ["ok", "ok"], [r.get("reason") for r in rows]
     for row in rows:
         world = row["world_size"]

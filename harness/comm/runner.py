@@ -78,7 +78,8 @@ def run_comm(settings: CommSettings, results_dir: Path,
     """Measure every backend x world size of ``settings``; rows appended to ``comm.parquet`` per launch."""
     found = probe_backends()
     sweep_id = new_sweep_id()
-    sweep_dir = Path(results_dir) / "runs" / f"comm-{sweep_id}"
+    results_dir = Path(results_dir).absolute()  # the ranks start in the repository, not here
+    sweep_dir = results_dir / "runs" / f"comm-{sweep_id}"
     rows: list[dict[str, Any]] = []
     for backend in settings.backends:
         for world_size in settings.world_sizes:

@@ -51,6 +51,8 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
     A KeyboardInterrupt stops the sweep after recording the current run as ``interrupted``.
     A run of more than ``max_workers`` workers (the GPUs reachable) is a ``skipped`` row.
     """
+    # absolute: the ranks start in the repository, not where the sweep was started
+    results_dir = Path(results_dir).absolute()
     specs = expand(scenario)
     if resume:
         sweep_id, done = resumable_sweep(results_dir, scenario.name)
@@ -58,7 +60,7 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
     else:
         sweep_id = new_sweep_id()
         results.load(results_dir)  # an unreadable table is refused now, not after the first run spent its time
-    sweep_dir = Path(results_dir) / "runs" / sweep_id
+    sweep_dir = results_dir / "runs" / sweep_id
     rows = []
     for index, spec in enumerate(specs):
         if observer:
@@ -175,7 +177,7 @@ def dry_run(scenario: Scenario, out_dir: Path,
 
     Returns each run with its folder and, for a run that would be skipped here, why.
     """
-    sweep_dir = Path(out_dir) / "dry-run" / new_sweep_id()
+    sweep_dir = Path(out_dir).absolute() / "dry-run" / new_sweep_id()  # the commands work from anywhere
     planned = []
     for index, spec in enumerate(expand(scenario)):
         run_dir = sweep_dir / f"{index:04d}"
