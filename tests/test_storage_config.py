@@ -39,6 +39,8 @@ def test_options_reach_the_run_spec_and_change_the_config_id(write_scenario):
     ('[storage_options.local]\nurl = "/x"\nnfs_version = 2\n', "nfs_version"),
     ('[storage_options.local]\nurl = "/x"\nremote = "ftp"\n', "remote"),
     ('[storage_options.local]\nurl = "/x"\nlayout = "zip"\n', r"\[storage_options.local\] layout: must be one of files, shards"),
+    ('[storage_options.local]\nurl = "data/imagenet"\n', r"\[storage_options.local\] url: a relative path \('data/imagenet'\)"),
+    ('[storage_options.local]\nurl = "/x"\nstage_dir = "stage"\n', r"\[storage_options.local\] stage_dir: a relative path"),
 ])
 def test_bad_storage_options_are_one_line_errors(write_scenario, extra, match):
     with pytest.raises(UserError, match=match):

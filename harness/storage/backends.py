@@ -80,6 +80,10 @@ def parse_options(value: Any, used: tuple, where) -> dict:
             location = getattr(opts, key)
             if "@" in (location.split("://", 1)[1].split("/", 1)[0] if "://" in location else ""):
                 raise where.sub(name).error(key, "holds credentials (user@); set them in the environment instead")
+        for key in ("url", "cache_dir", "stage_dir"):  # the path-valued options
+            location = getattr(opts, key)
+            if location and "://" not in location and not location.startswith("/"):  # the ranks start elsewhere
+                raise where.sub(name).error(key, f"a relative path ({location!r}); give the whole path, from /")
         options[Storage(name)] = opts
     for storage in used:
         if storage != Storage.SYNTHETIC:
