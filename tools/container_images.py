@@ -39,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CONTAINERS_CONF = REPO / "tools" / "containers.conf"
 KEY_FORMAT = 1  # bump when the meaning of a key's inputs changes
+INIT = Path("/usr/libexec/podman/catatonit")  # what `podman run --init` starts (Debian's catatonit)
 SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
 SUITE = "bookworm"  # Debian 12: Python 3.11, as pyproject.toml's pins and the Dockerfiles' PYTHON_VERSION
 # Python (python3-venv: the images' /opt/venv; python-is-python3: the Dockerfiles call `python`), a compiler
@@ -85,7 +86,9 @@ def podman(*args: str, check: bool = True, capture: bool = True) -> subprocess.C
 def unavailable_reason() -> str | None:
     """Why images cannot be built or run here, or None."""
     if shutil.which("podman") is None:
-        return "podman not installed (apt-get install podman buildah runc uidmap fuse-overlayfs)"
+        return "podman not installed (apt-get install podman buildah runc uidmap fuse-overlayfs catatonit)"
+    if not INIT.exists():  # the podman launcher's --init runs it
+        return f"podman run --init needs {INIT} (apt-get install catatonit)"
     if os.geteuid() != 0:
         return "podman here runs as root only (rootless needs subuid ranges this machine has not set up)"
     return None
