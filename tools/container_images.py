@@ -36,6 +36,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, whether run as a script or loaded by path
+import install_packages  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 CONTAINERS_CONF = REPO / "tools" / "containers.conf"
 KEY_FORMAT = 1  # bump when the meaning of a key's inputs changes
@@ -151,15 +154,8 @@ def build_base(log=sys.stderr) -> str:
 
 
 def pip_settings() -> dict[str, str]:
-    """This machine's pip settings, as ``pip config list`` shows them (files and ``PIP_*``): name -> value,
-    without the section (``global.find-links`` and ``:env:.find-links`` are both ``find-links``)."""
-    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                          check=True)
-    settings = {}
-    for line in done.stdout.splitlines():
-        name, _, value = line.partition("=")
-        settings[name.split(".", 1)[-1]] = value.strip().strip("'\"")
-    return settings
+    """This machine's pip settings (files and ``PIP_*``, as the set-up's installer reads them): name -> value."""
+    return install_packages.read_pip_settings()
 
 
 def local_paths(settings: dict[str, str]) -> list[Path]:

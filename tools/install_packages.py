@@ -54,6 +54,12 @@ def pip_settings(config_list: str) -> dict[str, str]:
     return {k: v for section in SECTIONS for k, v in found.get(section, {}).items()}
 
 
+def read_pip_settings(python: str = sys.executable) -> dict[str, str]:
+    """This machine's effective pip install settings, files and ``PIP_*`` variables, as that pip reads them."""
+    listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True)
+    return pip_settings(listed.stdout)
+
+
 def uv_environment(settings: dict[str, str]) -> tuple[dict[str, str], str | None]:
     """uv's variables for pip's settings, and the first setting uv cannot take (None: all translated).
 
@@ -79,8 +85,7 @@ def install(args: list[str]) -> int:
     uv = shutil.which("uv", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     if uv is None:
         return _pip(pip, "uv is not installed")
-    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    env, untranslated = uv_environment(pip_settings(listed.stdout))
+    env, untranslated = uv_environment(read_pip_settings())
     if untranslated is not None:
         return _pip(pip, f"pip's setting {untranslated!r} has no uv equivalent")
     done = subprocess.run([uv, "pip", "install", "--python", sys.executable, "--compile-bytecode", *args],
