@@ -10,14 +10,17 @@ a profiled sleep per step) with this worker's barrier and Horovod's broadcast.
 
 from __future__ import annotations
 
+import frameworks.keras_models  # noqa: F401 - first: how TensorFlow and Keras are imported in a worker (see there)
+
+# isort: split
 import os
 from typing import Callable
 
-import horovod  # noqa: E402 - after frameworks.keras_models, which quiets TensorFlow's start-up
-import horovod.tensorflow as hvd  # noqa: E402
-import keras  # noqa: E402
+import horovod
+import horovod.tensorflow as hvd
+import keras
 import numpy as np
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 from frameworks import image_input, mpi_job
 from frameworks.keras_models import input_pipeline, runtime, training

@@ -10,12 +10,15 @@ strategy but TensorFlow's parameter-server cluster, with its own roles and loop 
 
 from __future__ import annotations
 
+import frameworks.keras_models  # noqa: F401 - first: how TensorFlow and Keras are imported in a worker (see there)
+
+# isort: split
 import os
 from pathlib import Path
 from typing import Callable
 
-import keras  # noqa: E402 - after frameworks.keras_models, which quiets TensorFlow's start-up
-import tensorflow as tf  # noqa: E402
+import keras
+import tensorflow as tf
 
 from frameworks import image_input
 from frameworks.keras_models import input_pipeline, runtime, training
