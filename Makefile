@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml tools/build-constraints.txt tools/install_packages.py t
 		tools/horovod-0.28.1.patch
 	@case "$(ROSETTA_MPI)" in wheel|system) ;; *) echo "ROSETTA_MPI must be wheel or system, got '$(ROSETTA_MPI)'" >&2; exit 2;; esac
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip uv==0.13.9
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet uv==0.13.9 || echo "uv did not install: pip installs the packages instead" >&2
 	$(BIN)/python tools/install_packages.py --quiet --build-constraint tools/build-constraints.txt \
 		-e '.[$(EXTRAS)]'
 	$(BIN)/python -m pip install --quiet -e '.[nfs]' 2>/dev/null \
