@@ -6,7 +6,8 @@ gradients cross ranks. Nothing distribution-specific lives here. Images are chan
 (NHWC), TensorFlow's native layout on CPU; the fixed NCHW batch is transposed once.
 
 Importing this package imports Keras (and TensorFlow) the way a worker should, so a worker imports
-it before either of them.
+it before either of them. Only worker processes import it: unlike a registered framework's package,
+whose ``__init__`` the harness reads and which must not import its framework.
 """
 
 import os
