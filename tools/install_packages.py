@@ -54,9 +54,10 @@ def pip_settings(config_list: str) -> dict[str, str]:
     return {k: v for section in SECTIONS for k, v in found.get(section, {}).items()}
 
 
-def read_pip_settings(python: str = sys.executable) -> dict[str, str]:
-    """This machine's effective pip install settings, files and ``PIP_*`` variables, as that pip reads them."""
-    listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True)
+def read_pip_settings() -> dict[str, str]:
+    """This machine's effective pip install settings, files and ``PIP_*`` variables, as this pip reads them."""
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                            check=True)
     return pip_settings(listed.stdout)
 
 
