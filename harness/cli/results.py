@@ -159,9 +159,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         f"(drop --strict-provenance to compare and flag it)")
     title = f"rosetta compare: {args.baseline} -> {args.current}"
     console = wide_console()
-    compare.print_cells(cells, console, title=title)
-    from harness.results import ci_reports
+    from harness.reports import ci_reports, verdict_table
 
+    verdict_table.print_comparison(cells, console, title=title)
     for path in ci_reports.write(cells, title, args.junit, args.markdown, args.json):
         console.print(f"written: {path}", highlight=False)
     return 1 if compare.gate_failed(cells) else 0

@@ -1,0 +1,47 @@
+"""The verdicts of ``rosetta compare`` as a terminal table (rich), then every provenance difference in
+words; the machine-readable forms are in :mod:`harness.reports.ci_reports`."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from harness.results.compare import ALPHA, FAILED, IMPROVEMENT, MISSING, NEW, REGRESSION, SAME, Cell
+
+
+def print_comparison(cells: Sequence[Cell], console=None, title: str = "") -> None:
+    """The comparison as a rich table, then every provenance difference in words."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=escape(title or "rosetta compare"))
+    for col, justify in [("configuration", "left"), ("baseline", "right"), ("current", "right"),
+                         ("change", "right"), ("change 95% CI (bootstrap)", "right"), ("noise", "right"), ("p (U test)", "right"),
+                         ("repeats", "right"), ("verdict", "left"), ("provenance", "left")]:
+        table.add_column(col, justify=justify)
+    colour = {REGRESSION: "red", FAILED: "red", IMPROVEMENT: "green", SAME: "white", MISSING: "yellow",
+              NEW: "yellow"}
+    for c in cells:
+        measured = not math.isnan(c.change)
+        table.add_row(
+            escape(c.label),
+            f"{c.baseline_rate:.1f}" if measured else "-",
+            f"{c.current_rate:.1f}" if measured else "-",
+            f"{c.change:+.1%}" if measured else "-",
+            f"{c.ci_low:+.1%} .. {c.ci_high:+.1%}" if measured else "-",
+            f"±{c.threshold:.1%}" if measured else "-",
+            f"{c.p_value:.2g}" if measured else "-",
+            f"{c.baseline_repeats}/{c.current_repeats}",
+            f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]" + (f" ({escape(c.note)})" if c.note else ""),
+            "[yellow]differs[/yellow]" if c.provenance else "same",
+        )
+    console.print(table)
+    console.print("baseline/current: samples/s of the fastest launch (global batch / its median step time); "
+                  "change: in throughput, negative = slower; noise: threshold learned from the baseline's "
+                  f"own spread; verdict needs |change| > noise, p < {ALPHA} and a CI that excludes 0", highlight=False)
+    for c in cells:
+        for line in c.provenance:
+            console.print(f"[yellow]provenance differs[/yellow] for {escape(c.label)}: {escape(line)}",
+                          highlight=False)
