@@ -39,7 +39,6 @@ from harness.storage import datagen  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SCENARIO = HERE.parent / "scenarios" / "storage_bert_partitions.toml"
-ORDER = ["local", "nfs", "s3", "juicefs", "juicefs_warm"]
 
 
 def partition_loads(frame: pd.DataFrame) -> pd.DataFrame:
@@ -80,7 +79,7 @@ def _s(seconds: float) -> str:
 
 
 def _order(column: pd.Series) -> pd.Series:
-    return column.map(lambda s: ORDER.index(s) if s in ORDER else len(ORDER)) if column.name == "storage" else column
+    return column.map(charts.storage_order) if column.name == "storage" else column
 
 
 def plot(loads: pd.DataFrame, path: Path) -> Path:
@@ -93,11 +92,11 @@ def plot(loads: pd.DataFrame, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    backends = [b for b in ORDER if b in set(loads["storage"])] + sorted(set(loads["storage"]) - set(ORDER))
+    backends = sorted(set(loads["storage"]), key=charts.storage_order)
     sizes = sorted(set(loads["ranks"]))
     width = 0.8 / max(len(backends), 1)
     for i, backend in enumerate(backends):
-        label = {"juicefs": "juicefs (cold)", "juicefs_warm": "juicefs (warm)"}.get(backend, backend)
+        label = charts.storage_label(backend)
         for j, ranks in enumerate(sizes):
             mine = loads[(loads["storage"] == backend) & (loads["ranks"] == ranks)]
             if mine.empty:

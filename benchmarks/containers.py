@@ -20,6 +20,7 @@ from pathlib import Path
 
 from overhead import BATCH, Launch, harness_launch, make_spec, median
 
+import frameworks
 from harness.contract.axes import Size, Workload
 from harness.contract.workloads import WORKLOADS
 from harness.results import provenance
@@ -30,8 +31,6 @@ _spec = importlib.util.spec_from_file_location("container_images", HERE.parent /
 container_images = importlib.util.module_from_spec(_spec)
 sys.modules["container_images"] = container_images
 _spec.loader.exec_module(container_images)
-IMAGE_OF = {"torch_ddp": "torch", "tf_mwms": "tensorflow", "chainer": "chainer", "horovod_torch": "horovod",
-            "horovod_tf": "horovod"}
 TABLE_HEADER = ("| framework | host launcher | image | host samples/s | container samples/s | ratio | host start-up s | "
                 "container start-up s | host fixed s | container fixed s |\n|---|---|---|---|---|---|---|---|---|---|\n")
 
@@ -52,7 +51,7 @@ def main() -> None:
     pairs = {}
     for name in (n.strip() for n in args.frameworks.split(",")):
         host = make_spec(name, Workload.RESNET50, Size(args.size), args.procs, BATCH, args.warmup, args.steps)
-        image = container_images.build(IMAGE_OF[name])
+        image = container_images.build(frameworks.get(name).image_name)
         inside = dataclasses.replace(host, launcher="podman", launcher_options={"image": image})
         for spec in (host, inside):
             if (why := skip_reason(spec)):

@@ -74,8 +74,6 @@ def _sweep(tmp_path: Path, framework: str, image: str, strategy: str = "allreduc
     return run_sweep(scenario.load(path), tmp_path / "results")
 
 
-IMAGE_OF = {"torch_ddp": "torch", "tf_mwms": "tensorflow", "chainer": "chainer", "horovod_torch": "horovod",
-            "horovod_tf": "horovod"}
 
 
 # The Horovod image compiles Horovod inside its build (against the image's own Open MPI and Python, so the
@@ -101,7 +99,7 @@ HOROVOD_IMAGE = pytest.mark.skipif(HOROVOD_SKIP is not None, reason=str(HOROVOD_
                                                 pytest.param("horovod_torch", "allreduce", marks=HOROVOD_IMAGE),
                                                 pytest.param("horovod_tf", "allreduce", marks=HOROVOD_IMAGE)])
 def test_runs_inside_the_frameworks_image_on_two_containers(images, tmp_path, framework, strategy):
-    image = images(IMAGE_OF[framework])
+    image = images(frameworks.get(framework).image_name)
     rows = _sweep(tmp_path, framework, image, strategy)
     assert [r["status"] for r in rows] == ["ok"], [r.get("reason") for r in rows]
     facts = podman.inspect(image)
@@ -109,7 +107,7 @@ def test_runs_inside_the_frameworks_image_on_two_containers(images, tmp_path, fr
         assert row["image"] == image and row["image_id"] == facts["id"] and row["image_id"].startswith("sha256:")
         assert row["launcher"] == "podman" and row["throughput"] > 0
         assert row["weights_consistent"] is True  # the same weights on every rank, each in its own container
-        containers = row["world_size"] if framework in podman.PER_RANK else 1  # MPI's ranks share one
+        containers = row["world_size"] if frameworks.get(framework).container_per_rank else 1  # MPI's ranks share one
         assert len(json.loads(row["hosts"])) == containers
         assert row["samples_measured"] == row["world_size"] * 2 * 2
 
@@ -137,7 +135,7 @@ def _request(framework: str, launcher: str, **options) -> LaunchRequest:
                          info.worker_module, Path("/res/runs/S1/0007/spec.json"), "/venv/bin/python", cpu_count=4)
 
 
-@pytest.mark.parametrize("framework", podman.PER_RANK)
+@pytest.mark.parametrize("framework", [n for n in frameworks.names() if frameworks.get(n).container_per_rank])
 def test_podman_kubernetes_and_slurm_name_the_same_image(framework):
     declared = frameworks.get(framework).image
     command = get("podman")(_request(framework, "podman"))
@@ -153,7 +151,7 @@ def test_podman_kubernetes_and_slurm_name_the_same_image(framework):
     assert framework_image(_request(framework, "podman", image="x/y:1"), "x/y:1") == "x/y:1"
 
 
-@pytest.mark.parametrize("framework", [n for n in frameworks.names() if n not in podman.PER_RANK])
+@pytest.mark.parametrize("framework", [n for n in frameworks.names() if not frameworks.get(n).container_per_rank])
 def test_mpi_frameworks_run_their_own_launcher_inside_one_container(framework):
     command = get("podman")(_request(framework, "podman"))
     assert command.also == ()

@@ -116,8 +116,9 @@ def test_dockerfile_names_its_image_in_its_build_line_and_tag(dockerfile):
 def test_every_frameworks_image_is_built_by_exactly_one_dockerfile():
     built = _built_by()
     for name in FRAMEWORKS:
-        image = frameworks.get(name).image
-        assert len(built.get(image, [])) == 1, f"{name}'s image {image!r} is built by {built.get(image, [])}"
+        info = frameworks.get(name)
+        assert built.get(info.image, []) == [Path(info.dockerfile).name], \
+            f"{name}'s image {info.image!r} is built by {built.get(info.image, [])}, not by its {info.dockerfile}"
     assert set(built) <= {frameworks.get(name).image for name in FRAMEWORKS}, "an image no framework runs in"
 
 

@@ -10,7 +10,8 @@ from harness.contract.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="chainer",
     title="Chainer + ChainerMN",
-    image="rosetta/chainer:7.8.1",  # docker/chainer.Dockerfile (CPU only: no CuPy for Chainer 7.8.1 today)
+    image="rosetta/chainer:7.8.1",
+    dockerfile="docker/chainer.Dockerfile",  # CPU only: no CuPy for Chainer 7.8.1 today
     launchers=("mpirun", "slurm", "kubernetes", "podman"),
     kubernetes_job="MPIJob",  # mpirun from a launcher pod over sshd worker pods, as mpiexec runs it here
     worker_module="frameworks.chainer.worker",

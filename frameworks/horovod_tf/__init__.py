@@ -16,7 +16,8 @@ from harness.contract.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="horovod_tf",
     title="Horovod TensorFlow",
-    image="rosetta/horovod:0.28.1",  # docker/horovod.Dockerfile: torch + TensorFlow + Horovod with NCCL
+    image="rosetta/horovod:0.28.1",
+    dockerfile="docker/horovod.Dockerfile",  # torch + TensorFlow + Horovod with NCCL
     # slurm: as for horovod_torch, the MPI controller joins srun's ranks through PMIx (SLURM_MPI_TYPE=pmix)
     launchers=("horovodrun", "mpirun", "slurm", "kubernetes", "podman"),
     worker_module="frameworks.horovod_tf.worker",

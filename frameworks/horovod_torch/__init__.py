@@ -15,7 +15,8 @@ from harness.contract.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="horovod_torch",
     title="Horovod PyTorch",
-    image="rosetta/horovod:0.28.1",  # docker/horovod.Dockerfile: torch + TensorFlow + Horovod with NCCL
+    image="rosetta/horovod:0.28.1",
+    dockerfile="docker/horovod.Dockerfile",  # torch + TensorFlow + Horovod with NCCL
     # kubernetes: an MPIJob (mpirun from a launcher pod; the image needs Horovod: tools/install_horovod.py).
     # slurm: srun starts the ranks, Horovod's MPI controller joins them through PMIx (SLURM_MPI_TYPE=pmix;
     # a Horovod built without MPI cannot join ranks that horovodrun did not start).

@@ -15,7 +15,9 @@ from harness.contract.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="tf_mwms",
     title="TensorFlow MultiWorkerMirrored",
-    image="rosetta/tensorflow:2.21.0",  # docker/tensorflow.Dockerfile
+    image="rosetta/tensorflow:2.21.0",
+    dockerfile="docker/tensorflow.Dockerfile",
+    container_per_rank=True,  # podman: a container per rank (torch.distributed-style variables)
     # torchrun serves as a plain process launcher here: the workers meet through TF_CONFIG, not torch
     launchers=("torchrun", "mpirun", "slurm", "kubernetes", "podman"),
     worker_module="frameworks.tf_mwms.worker",

@@ -14,7 +14,9 @@ from harness.contract.framework_api import FrameworkInfo
 INFO = FrameworkInfo(
     name="torch_ddp",
     title="PyTorch DDP",
-    image="rosetta/torch:2.13.0",  # docker/torch.Dockerfile
+    image="rosetta/torch:2.13.0",
+    dockerfile="docker/torch.Dockerfile",
+    container_per_rank=True,  # podman: a container per rank (torch.distributed-style variables)
     launchers=("torchrun", "mpirun", "slurm", "kubernetes", "podman"),
     worker_module="frameworks.torch_ddp.worker",
     requires=("torch",),

@@ -1,6 +1,10 @@
-"""Closed sets of values used as scenario axes and result columns."""
+"""Closed sets of values used as scenario axes and result columns; the storage backends and strategies each
+declared once here, with the facts the rest of the harness derives from them."""
 
+from dataclasses import dataclass
 from enum import Enum
+
+from harness.contract import strategy_options
 
 
 class Workload(str, Enum):
@@ -18,44 +22,132 @@ class Size(str, Enum):
     LARGE = "large"
 
 
-class Strategy(str, Enum):
-    """How workers combine their work; the options of each are data in :mod:`harness.experiment.strategies`."""
+@dataclass(frozen=True)
+class StrategyKind:
+    """One training strategy, declared once: the ``Strategy`` member's value, its options' dataclass
+    (harness.contract.strategy_options; read by harness.experiment.strategies) and its placement facts."""
 
-    ALLREDUCE = "allreduce"  # synchronous data parallelism: average fp32 gradients every step
-    ONEBIT = "onebit"  # 1-bit SGD with error feedback (Seide et al. 2014)
-    BMUF = "bmuf"  # blockwise model-update filtering / block momentum (Chen and Huo 2016)
-    LOCAL_SGD = "local_sgd"  # average parameters every tau local steps (SparkNet)
-    FP16 = "fp16"  # gradients sent as fp16 (PyTorch's built-in hook)
-    BF16 = "bf16"  # gradients sent as bf16 (PyTorch's built-in hook; CUDA and NCCL only)
-    POWERSGD = "powersgd"  # low-rank gradient compression (Vogels et al. 2019; PyTorch's hook)
-    PS_SYNC = "ps_sync"  # parameter servers: every step waits for all workers' gradients, averaged
-    PS_ASYNC = "ps_async"  # Downpour SGD (Dean et al. 2012): servers apply each push as it comes
-    HOGWILD = "hogwild"  # lock-free updates of one shared-memory model by processes on one host (Niu et al. 2011)
-    HOGWILD_LOCKED = "hogwild_locked"  # the same shared-memory loop with each update under a lock
-    HIERARCHICAL = "hierarchical"  # allreduce as local reduce-scatter, inter-host allreduce, local allgather
-    FSDP = "fsdp"  # sharded data parallelism: parameters, gradients, optimizer state in 1/world shards (FSDP2)
-    PIPELINE = "pipeline"  # model cut into one stage per rank, microbatches pipelined (GPipe, 1F1B)
-    TENSOR_PARALLEL = "tensor_parallel"  # layers' weight matrices split across ranks (Megatron-LM style)
-    HYBRID = "hybrid"  # data-parallel convolutions, model-parallel classifier (Krizhevsky 2014, "one weird trick")
+    value: str  # the scenario's name and the row's ``strategy``
+    options: type = strategy_options.NoOptions
+    one_host: bool = False  # its processes share one model in one host's memory: one node only
+    batch_through_all_ranks: bool = False  # a step's one batch passes through every rank (stages, layer parts)
+
+
+class Strategy(str, Enum):
+    """How workers combine their work.
+
+    Adding a strategy is a member here (and its options' dataclass in harness/contract/strategy_options.py,
+    if it has options); the frameworks that implement it name it in their declaration.
+    """
+
+    def __new__(cls, kind: StrategyKind) -> "Strategy":
+        member = str.__new__(cls, kind.value)
+        member._value_ = kind.value
+        member.kind = kind
+        return member
+
+    # synchronous data parallelism: average fp32 gradients every step
+    ALLREDUCE = StrategyKind("allreduce")
+    # 1-bit SGD with error feedback (Seide et al. 2014)
+    ONEBIT = StrategyKind("onebit", strategy_options.OnebitOptions)
+    # blockwise model-update filtering / block momentum (Chen and Huo 2016)
+    BMUF = StrategyKind("bmuf", strategy_options.BmufOptions)
+    # average parameters every tau local steps (SparkNet)
+    LOCAL_SGD = StrategyKind("local_sgd", strategy_options.LocalSgdOptions)
+    FP16 = StrategyKind("fp16")  # gradients sent as fp16 (PyTorch's built-in hook)
+    BF16 = StrategyKind("bf16")  # gradients sent as bf16 (PyTorch's built-in hook; CUDA and NCCL only)
+    # low-rank gradient compression (Vogels et al. 2019; PyTorch's hook)
+    POWERSGD = StrategyKind("powersgd", strategy_options.PowerSgdOptions)
+    # parameter servers: every step waits for all workers' gradients, averaged
+    PS_SYNC = StrategyKind("ps_sync", strategy_options.PsSyncOptions)
+    # Downpour SGD (Dean et al. 2012): servers apply each push as it comes
+    PS_ASYNC = StrategyKind("ps_async", strategy_options.PsAsyncOptions)
+    # lock-free updates of one shared-memory model by processes on one host (Niu et al. 2011)
+    HOGWILD = StrategyKind("hogwild", one_host=True)
+    HOGWILD_LOCKED = StrategyKind("hogwild_locked", one_host=True)  # the same shared-memory loop, each update locked
+    # allreduce as local reduce-scatter, inter-host allreduce, local allgather
+    HIERARCHICAL = StrategyKind("hierarchical", strategy_options.HierarchicalOptions)
+    # sharded data parallelism: parameters, gradients, optimizer state in 1/world shards (FSDP2)
+    FSDP = StrategyKind("fsdp", strategy_options.FsdpOptions)
+    # model cut into one stage per rank, microbatches pipelined (GPipe, 1F1B)
+    PIPELINE = StrategyKind("pipeline", strategy_options.PipelineOptions, batch_through_all_ranks=True)
+    # layers' weight matrices split across ranks (Megatron-LM style)
+    TENSOR_PARALLEL = StrategyKind("tensor_parallel", batch_through_all_ranks=True)
+    HYBRID = StrategyKind("hybrid")  # data-parallel convolutions, model-parallel classifier (Krizhevsky 2014)
+
+
+@dataclass(frozen=True)
+class StorageKind:
+    """One storage backend, declared once: the ``Storage`` member's value, and what the backend registry
+    (harness.storage.backends), the scenario's checks and the charts derive from it."""
+
+    value: str  # the scenario's name and the row's ``storage``
+    description: str
+    label: str = ""  # on charts and tables (default: the value)
+    client: str = ""  # "module:function" opening its fsspec file system from its options ("": no data read)
+    packages: tuple[tuple[str, str], ...] = ()  # (module, PyPI package) the client needs
+    install_hint: str = ""  # what a missing package itself needs, if anything
+    packages_for: str = ""  # a url prefix: only such urls need the packages (nfs://; a mounted path reads like local)
+    needs: tuple[str, ...] = ("url",)  # the [storage_options.<name>] keys a scenario must give it
+    warm: bool = False  # the run reads its share once, untimed, before the window (a warm cache)
+    cacheable: bool = False  # the cached backends may front it (their option ``remote``)
+
+
+_FSSPEC = (("fsspec", "fsspec"),)
+_S3FS = (("s3fs", "s3fs"),)
 
 
 class Storage(str, Enum):
-    """Where the input data comes from; locations are ``[storage_options.<name>]`` (harness.storage.backends)."""
+    """Where the input data comes from; locations are ``[storage_options.<name>]`` (harness.storage.backends).
 
-    SYNTHETIC = "synthetic"  # one random batch in memory: no input pipeline at all
-    LOCAL = "local"  # a local or mounted folder (NFS on a cluster is a mounted path)
-    S3 = "s3"  # S3 or an S3-compatible server (s3fs)
-    BLOB = "blob"  # Azure Blob Storage (adlfs)
-    NFS = "nfs"  # an NFS folder: mounted (a path, read like local) or nfs://host/export/path (libnfs, no mount)
-    CACHED = "cached"  # read-through local-disk cache in front of a remote, emptied before the run (cold)
-    CACHED_WARM = "cached_warm"  # the same cache, filled before the measured window (warm)
-    JUICEFS = "juicefs"  # a shared cache tier: S3 through a JuiceFS gateway (its block cache in front of S3)
-    JUICEFS_WARM = "juicefs_warm"  # the same tier, the rank's objects read through it before the window
+    Adding a backend is a member here (its client in harness/storage/clients.py, its test server in
+    testbed/servers.py): the backend registry, the scenario's checks, the charts' order and labels and the
+    storage conformance suite (tests/test_conformance_storage.py) derive from it.
+    """
+
+    def __new__(cls, kind: StorageKind) -> "Storage":
+        member = str.__new__(cls, kind.value)
+        member._value_ = kind.value
+        member.kind = kind
+        return member
+
+    SYNTHETIC = StorageKind("synthetic", "one random batch in memory: no input pipeline at all", needs=())
+    LOCAL = StorageKind("local", "a local (or mounted) folder", client="harness.storage.clients:local_fs",
+                        packages=_FSSPEC, cacheable=True)
+    NFS = StorageKind("nfs", "NFS: a mounted folder, or nfs://host/export/path through the user-space client libnfs",
+                      client="harness.storage.clients:nfs_fs", packages=(("libnfs", "libnfs"),),
+                      install_hint="; it builds against the C library: apt-get install libnfs-dev",
+                      packages_for="nfs://", cacheable=True)
+    S3 = StorageKind("s3", "Amazon S3 or an S3-compatible server (s3fs)", client="harness.storage.clients:s3_fs",
+                     packages=_S3FS, cacheable=True)
+    BLOB = StorageKind("blob", "Azure Blob Storage (adlfs)", client="harness.storage.clients:blob_fs",
+                       packages=(("adlfs", "adlfs"),), cacheable=True)
+    # read-through local-disk cache (fsspec filecache) in front of a remote, emptied before the run (cold)
+    CACHED = StorageKind("cached", "read-through cache on local disk in front of a remote backend (fsspec filecache)",
+                         label="cached (cold)", client="harness.storage.clients:cached_fs", packages=_FSSPEC,
+                         needs=("url", "remote", "cache_dir"))
+    CACHED_WARM = StorageKind("cached_warm", "the cached backend, filled before the measured window",
+                              label="cached (warm)", client="harness.storage.clients:cached_fs", packages=_FSSPEC,
+                              needs=("url", "remote", "cache_dir"), warm=True)
+    # a shared cache tier: S3 through a JuiceFS gateway (its block cache in front of S3)
+    JUICEFS = StorageKind("juicefs", "a shared cache tier: S3 through a JuiceFS gateway (block cache in front of S3)",
+                          label="juicefs (cold)", client="harness.storage.clients:s3_fs", packages=_S3FS,
+                          needs=("url", "endpoint_url"))
+    JUICEFS_WARM = StorageKind("juicefs_warm", "the JuiceFS tier, the rank's objects read through it before the window",
+                               label="juicefs (warm)", client="harness.storage.clients:s3_fs", packages=_S3FS,
+                               needs=("url", "endpoint_url"), warm=True)
+    ALLUXIO = StorageKind("alluxio", "an Alluxio cluster through alluxiofs (not installable here; untested)",
+                          client="harness.storage.clients:alluxio_fs", packages=(("alluxiofs", "alluxiofs"),))
 
     @property
     def fills_cache(self) -> bool:
         """Whether the run reads its share once, untimed, before the window (a warm cache)."""
-        return self in (Storage.CACHED_WARM, Storage.JUICEFS_WARM)
+        return self.kind.warm
+
+    @property
+    def label(self) -> str:
+        """Its name on charts and tables (the cold and warm variants of a cache told apart)."""
+        return self.kind.label or self.value
 
 
 class Precision(str, Enum):

@@ -33,9 +33,11 @@ class FrameworkInfo:
     strategies: tuple[Strategy, ...]
     storage: tuple[Storage, ...]
     devices: tuple[Device, ...]
-    # The container image the cluster launchers run it in (kubernetes; slurm with a container runtime),
-    # built by exactly one Dockerfile in docker/ (tests/test_docker.py). Launcher options may name another.
+    # The container image the cluster launchers run it in (kubernetes; slurm with a container runtime; podman),
+    # built by ``dockerfile`` and by no other Dockerfile in docker/ (tests/test_docker.py). Launcher options may
+    # name another image. The Dockerfile's stem is its name in tools/container_images.py (torch, horovod, ...).
     image: str
+    dockerfile: str  # the repository's file that builds ``image`` (docker/<name>.Dockerfile)
     workload_requires: Mapping[Workload, tuple[str, ...]] = field(default_factory=dict)
     precisions: tuple[Precision, ...] = (Precision.FP32,)
     memory_formats: Mapping[Workload, tuple[MemoryFormat, ...]] = field(default_factory=dict)  # default: contiguous
@@ -47,6 +49,11 @@ class FrameworkInfo:
     # The Kubeflow job kind that starts it on Kubernetes (harness.launchers.kubernetes): PyTorchJob
     # (torchrun in each pod), MPIJob (mpirun from a launcher pod) or TFJob (TF_CONFIG per pod).
     kubernetes_job: str = "PyTorchJob"
+    # In containers on one machine (harness.launchers.podman): True, a container per rank, the ranks meeting
+    # through torch.distributed-style variables; False (MPI: Horovod, ChainerMN), its own launcher (mpirun,
+    # horovodrun) in one container holding all the ranks, since an mpirun reaching into sibling containers
+    # would need an sshd in each (as a Kubeflow MPIJob has).
+    container_per_rank: bool = False
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
         """Required modules that cannot be found in this environment (no import is done)."""
@@ -54,6 +61,11 @@ class FrameworkInfo:
         if workload is not None:
             needed += self.workload_requires.get(workload, ())
         return [m for m in needed if importlib.util.find_spec(m) is None]
+
+    @property
+    def image_name(self) -> str:
+        """Its image's name in tools/container_images.py: the Dockerfile's stem (docker/torch.Dockerfile: torch)."""
+        return self.dockerfile.rsplit("/", 1)[-1].removesuffix(".Dockerfile")
 
     @property
     def launcher(self) -> str:

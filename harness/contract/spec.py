@@ -70,7 +70,7 @@ class RunSpec:
     def global_batch(self) -> int:
         """Samples per optimizer step. A pipeline's ranks are its stages and tensor parallelism's ranks hold
         parts of every layer: in both, one batch of ``batch_per_worker`` passes through all ranks."""
-        if self.strategy in (Strategy.PIPELINE, Strategy.TENSOR_PARALLEL):
+        if self.strategy.kind.batch_through_all_ranks:
             return self.batch_per_worker
         return self.world_size * self.batch_per_worker
 

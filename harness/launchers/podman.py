@@ -7,7 +7,8 @@ through the run's folder). The results folder is mounted at the path the harness
 and each rank's records come out as with any launcher; with ``mount_repository`` (the default) this
 checkout is mounted over the image's ``/opt/rosetta`` (the image brings the environment, the code is the
 code under test, and the row's commit says which). The MPI frameworks (Horovod, ChainerMN) run their own
-launcher (mpirun, horovodrun) in one container that holds all their ranks (``PER_RANK``).
+launcher (mpirun, horovodrun) in one container that holds all their ranks (``FrameworkInfo.container_per_rank``
+says which way a framework goes).
 
 The image is ``image``, else the framework's declared one (``FrameworkInfo.image``, as the kubernetes and
 slurm launchers run; tools/container_images.py builds the CPU variants without a registry). The run is pinned
@@ -43,10 +44,6 @@ from harness.launchers import (
 
 # runc, cgroupfs and limits root may set (the machines the project is developed on: see the file)
 CONTAINERS_CONF = Path(__file__).resolve().parents[2] / "tools" / "containers.conf"
-# Frameworks whose ranks meet through torch.distributed-style variables: a container per rank. The others (MPI:
-# Horovod, ChainerMN) run their own launcher (mpirun, horovodrun) inside one container holding all the ranks,
-# since an mpirun reaching into sibling containers would need an sshd in each (as a Kubeflow MPIJob has).
-PER_RANK = ("torch_ddp", "tf_mwms")
 # The framework's environment is the image's: the harness's own lacking a framework does not skip the run.
 IN_IMAGE = True
 
@@ -124,9 +121,11 @@ def inner_command(request: LaunchRequest) -> LaunchCommand:
 
 def command(request: LaunchRequest) -> LaunchCommand:
     """Rank 0's container as the launch, the others beside it; ``abort`` removes them all."""
+    import frameworks  # noqa: PLC0415 (frameworks' declarations import harness.contract, which is below)
+
     env = podman_env()
     facts = inspect(framework_image(request, options(request).image), env)
-    if request.spec.framework in PER_RANK:
+    if frameworks.get(request.spec.framework).container_per_rank:
         port = options(request).master_port or free_port()
         argvs = [rank_argv(request, rank, facts, port) for rank in range(request.spec.world_size)]
         names = [container_name(request, rank) for rank in range(request.spec.world_size)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.contract.axes import Status
+from harness.contract.axes import Status, Storage, values
 from harness.reports.aggregate import CONFIG_KEYS, NUMERICS, SERIES_KEYS
 
 
@@ -332,6 +332,17 @@ def plot_step_times(table: pd.DataFrame, path: Path) -> Path:
     return save_figure(fig, path)
 
 
+def storage_order(name: str) -> int:
+    """Where a storage backend comes on a chart: its place in the declaration (harness.contract.axes.Storage);
+    a name no longer declared (an old table's) last."""
+    return list(Storage).index(Storage(name)) if name in values(Storage) else len(Storage)
+
+
+def storage_label(name: str) -> str:
+    """A storage backend's name on a chart (its declared label: cold and warm caches told apart)."""
+    return Storage(name).label if name in values(Storage) else name
+
+
 def plot_storage(table: pd.DataFrame, path: Path) -> Path | None:
     """Throughput (bars) and data-stall fraction (line, right axis) per storage backend, median over
     repeats, in the style of the published NFS-vs-cache charts; None unless a sweep read real data."""
@@ -343,12 +354,10 @@ def plot_storage(table: pd.DataFrame, path: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    order = ["synthetic", "local", "nfs", "s3", "blob", "cached", "cached_warm", "juicefs", "juicefs_warm"]
     medians = ok.groupby("storage")[["throughput", "data_stall_frac", "loader_throughput"]].median()
-    names = sorted(medians.index, key=lambda s: order.index(s) if s in order else len(order))
+    names = sorted(medians.index, key=storage_order)
     medians = medians.loc[names]
-    labels = [{"cached": "cached (cold)", "cached_warm": "cached (warm)", "juicefs_warm": "juicefs (warm)"}.get(s, s)
-              for s in names]
+    labels = [storage_label(s) for s in names]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) + 2), 4.5))
     x = range(len(names))
     ax.bar([i - 0.2 for i in x], medians["throughput"].astype(float), width=0.4, color="tab:blue",

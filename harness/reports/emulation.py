@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.contract.axes import Status
-from harness.reports.charts import save_figure
+from harness.reports.charts import save_figure, storage_label
 
 KEYS = ["framework", "storage", "accelerator", "world_size"]
 
@@ -69,8 +69,7 @@ def plot(table: pd.DataFrame, path: Path) -> Path | None:
     several = sizes["framework"].nunique(dropna=False) > 1
     for (framework, storage, accelerator), group in sizes.groupby(KEYS[:-1], dropna=False):
         group = group.sort_values("world_size")
-        label = (f"{framework}: " if several else "") + f"{storage} ({accelerator})" + (
-            " cold" if storage == "juicefs" else "")
+        label = (f"{framework}: " if several else "") + f"{storage_label(storage)}, {accelerator}"
         au_ax.plot(group["world_size"], group["au"].astype(float) * 100, "o-", label=label)
         tput_ax.plot(group["world_size"], group["throughput"].astype(float), "o-", label=label)
     threshold = float(sizes["au_threshold"].max())

@@ -4,9 +4,9 @@ One small interface (:class:`Store`: read one object by its path relative to the
 counting bytes and time) over a lazy registry of backends. A backend's client package is imported
 only when the backend is opened; a missing one is a :class:`UserError` naming the package.
 
-Credentials never come from the scenario: s3 reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and the
-rest of botocore's chain), blob reads AZURE_STORAGE_CONNECTION_STRING (or AZURE_STORAGE_ACCOUNT_NAME +
-AZURE_STORAGE_ACCOUNT_KEY) from the environment. Options (``[storage_options.<backend>]``) hold only
+The backends are declared once, as members of harness.contract.axes.Storage; their clients (options to
+an fsspec file system) are harness.storage.clients. Credentials never come from the scenario: s3 and blob
+read them from the environment (harness.storage.clients says which variables). Options (``[storage_options.<backend>]``) hold only
 locations: ``url`` (the dataset root), ``endpoint_url`` (s3), ``cache_dir`` and ``remote`` (cached),
 ``nfs_version`` and ``nfs_mount_port`` (nfs); and how the input pipeline reads: ``layout`` (image files or
 tar shards), ``loader_workers``, ``verify_fraction``, ``stage_dir``.
@@ -29,7 +29,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from harness.base import config
 from harness.base.errors import UserError
+from harness.contract.axes import Storage
+
+REMOTES = tuple(storage.value for storage in Storage if storage.kind.cacheable)  # what ``cached`` may front
 
 
 class Layout(str, Enum):
@@ -47,7 +51,7 @@ class StorageOptions:
     url: str = ""  # the dataset root (a `rosetta data make` folder, uploaded): /path, s3://bucket/p, abfs://container/p,
     #                nfs://host[:port]/export/p
     endpoint_url: str = ""  # s3: an S3-compatible server's address
-    remote: str = field(default="", metadata={"choices": ("", "local", "s3", "blob", "nfs")})  # cached: what it fronts
+    remote: str = field(default="", metadata={"choices": ("", *REMOTES)})  # cached: what it fronts
     nfs_version: int = field(default=4, metadata={"min": 3, "max": 4})  # nfs:// urls: 4 needs only port 2049;
     #                                                  3 (full-size writes with libnfs 4.0) also needs MOUNT:
     nfs_mount_port: int = field(default=0, metadata={"min": 0, "max": 65535})  # its port (0: ask rpcbind)
@@ -67,11 +71,8 @@ class StorageOptions:
 def parse_options(value: Any, used: tuple, where) -> dict:
     """The scenario's ``[storage_options]``: one table per backend; every non-synthetic backend in the
     matrix needs one with a url. A url carrying credentials is refused (they belong in the environment)."""
-    from harness.base import config
-    from harness.contract.axes import Storage
-
     table = config.expect_table(value, where, "storage_options") if value else {}
-    real = [s.value for s in Storage if s != Storage.SYNTHETIC]
+    real = [s.value for s in Storage if s.kind.client]
     config.check_keys(table, real, where)
     options = {}
     for name, sub in table.items():
@@ -86,14 +87,10 @@ def parse_options(value: Any, used: tuple, where) -> dict:
                 raise where.sub(name).error(key, f"a relative path ({location!r}); give the whole path, from /")
         options[Storage(name)] = opts
     for storage in used:
-        if storage != Storage.SYNTHETIC:
-            opts = options.get(storage)
-            if opts is None or not opts.url:
-                raise where.sub(storage.value).error("url", f"missing (required for storage {storage.value})")
-            if storage in (Storage.CACHED, Storage.CACHED_WARM) and not (opts.remote and opts.cache_dir):
-                raise where.sub(storage.value).error("remote", "cached storage needs remote and cache_dir")
-            if storage in (Storage.JUICEFS, Storage.JUICEFS_WARM) and not opts.endpoint_url:
-                raise where.sub(storage.value).error("endpoint_url", "missing: the JuiceFS gateway's S3 address")
+        for key in storage.kind.needs:  # the options its declaration says it needs
+            if not getattr(options.get(storage), key, ""):
+                raise where.sub(storage.value).error(key, f"missing (required for storage {storage.value}: "
+                                                          f"{', '.join(storage.kind.needs)})")
     return options
 
 
@@ -110,6 +107,7 @@ class Backend:
     install_hint: str = ""  # what a missing package itself needs, if anything
     # whether these options need the packages (nfs: only an nfs:// url; a mounted path reads like local)
     needs_packages: Callable[[Mapping[str, Any]], bool] = lambda options: True
+    fronts: bool = False  # a cache in front of another backend (its option ``remote``)
 
     def missing(self, options: Mapping[str, Any] | None = None) -> list[str]:
         if options is not None and not self.needs_packages(options):
@@ -117,96 +115,28 @@ class Backend:
         return [pkg for module, pkg in self.packages if importlib.util.find_spec(module) is None]
 
 
-def _local_fs(options: Mapping[str, Any]):
-    import fsspec
-
-    return fsspec.filesystem("file", auto_mkdir=True)
-
-
-def _s3_fs(options: Mapping[str, Any]):
-    import s3fs
-
-    kwargs: dict[str, Any] = {}
-    if options.get("endpoint_url"):
-        kwargs["client_kwargs"] = {"endpoint_url": options["endpoint_url"]}
-    # key/secret: botocore's chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, roles)
-    # skip_instance_cache: fsspec's shared instance is not fork-safe; each process opens its own
-    return s3fs.S3FileSystem(skip_instance_cache=True, **kwargs)
-
-
-def _blob_fs(options: Mapping[str, Any]):
-    import adlfs
-
-    if os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
-        return adlfs.AzureBlobFileSystem(connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"],
-                                         skip_instance_cache=True)
-    account = os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
-    if not account:
-        raise UserError("storage blob: set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME "
-                        "(+ AZURE_STORAGE_ACCOUNT_KEY or an Azure identity), in the environment")
-    return adlfs.AzureBlobFileSystem(account_name=account, account_key=os.environ.get("AZURE_STORAGE_ACCOUNT_KEY"),
-                                     skip_instance_cache=True)
-
-
-def _cached_fs(options: Mapping[str, Any]):
-    """A read-through whole-file cache on local disk (fsspec's ``filecache``) in front of ``remote``."""
-    import fsspec
-
-    remote = options.get("remote")
-    if remote not in REMOTES:
-        raise UserError(f"storage cached: option remote must be one of {', '.join(REMOTES)}; got {remote!r}")
-    if not options.get("cache_dir"):
-        raise UserError("storage cached: option cache_dir (a local folder for the cache) is required")
-    target = get(remote, options).open_fs(options)
-    # expiry_time=False, check_files=False: a cached object is trusted until the cache folder is cleared,
-    # which is what a warm run measures (the manifest's checksums still catch wrong bytes)
-    return fsspec.filesystem("filecache", fs=target, cache_storage=str(options["cache_dir"]),
-                             expiry_time=False, check_files=False, skip_instance_cache=True)
-
-
-def _is_nfs_url(options: Mapping[str, Any]) -> bool:
+def is_nfs_url(options: Mapping[str, Any]) -> bool:
     return str(options.get("url", "")).startswith("nfs://")
 
 
-def _nfs_fs(options: Mapping[str, Any]):
-    """``nfs://host[:port]/export/path``: libnfs mounts the dataset root in user space; a plain path is
-    an NFS folder mounted by the system, read like ``local``."""
-    if not _is_nfs_url(options):
-        return _local_fs(options)
-    from harness.storage.nfs_fs import NFSFileSystem
-
-    return NFSFileSystem(str(options["url"]), version=int(options.get("nfs_version", 4)),
-                         mount_port=int(options.get("nfs_mount_port", 0)))
+def _client(path: str) -> Callable[[Mapping[str, Any]], Any]:
+    """The client function ``module:function`` (harness.storage.clients), imported when first called."""
+    def open_fs(options: Mapping[str, Any]):
+        module, function = path.split(":")
+        return getattr(importlib.import_module(module), function)(options)
+    return open_fs
 
 
-def _alluxio_fs(options: Mapping[str, Any]):
-    import fsspec
+def _backend(storage: Storage) -> Backend:
+    kind = storage.kind
+    prefix = kind.packages_for
+    return Backend(kind.value, kind.packages, _client(kind.client), kind.description, kind.install_hint,
+                   (lambda options: str(options.get("url", "")).startswith(prefix)) if prefix else lambda options: True,
+                   fronts="remote" in kind.needs)
 
-    # alluxiofs registers the "alluxiofs" protocol; it fronts a remote under-storage with an Alluxio cluster
-    return fsspec.filesystem("alluxiofs", etcd_hosts=options.get("etcd_hosts"),
-                             target_protocol=options.get("target_protocol", "s3"))
 
-
-REGISTRY: dict[str, Backend] = {
-    "local": Backend("local", (("fsspec", "fsspec"),), _local_fs, "a local (or mounted) folder"),
-    "s3": Backend("s3", (("s3fs", "s3fs"),), _s3_fs, "Amazon S3 or an S3-compatible server (s3fs)"),
-    "blob": Backend("blob", (("adlfs", "adlfs"),), _blob_fs, "Azure Blob Storage (adlfs)"),
-    "nfs": Backend("nfs", (("libnfs", "libnfs"),), _nfs_fs,
-                   "NFS: a mounted folder, or nfs://host/export/path through the user-space client libnfs",
-                   install_hint="; it builds against the C library: apt-get install libnfs-dev",
-                   needs_packages=_is_nfs_url),
-    "cached": Backend("cached", (("fsspec", "fsspec"),), _cached_fs,
-                      "read-through cache on local disk in front of a remote backend (fsspec filecache)"),
-    "cached_warm": Backend("cached_warm", (("fsspec", "fsspec"),), _cached_fs,
-                           "the cached backend, filled before the measured window"),
-    "juicefs": Backend("juicefs", (("s3fs", "s3fs"),), _s3_fs,
-                       "a shared cache tier: S3 through a JuiceFS gateway (block cache in front of an S3 bucket)"),
-    "juicefs_warm": Backend("juicefs_warm", (("s3fs", "s3fs"),), _s3_fs,
-                            "the JuiceFS tier, the rank's objects read through it before the window"),
-    "alluxio": Backend("alluxio", (("alluxiofs", "alluxiofs"),), _alluxio_fs,
-                       "an Alluxio cluster through alluxiofs (not installable here; untested)"),
-}
-REMOTES = ("local", "s3", "blob", "nfs")  # what ``cached`` may front
+# Every backend that reads data, from its declaration (harness.contract.axes.Storage): nothing to add here.
+REGISTRY: dict[str, Backend] = {storage.value: _backend(storage) for storage in Storage if storage.kind.client}
 
 
 def get(name: str, options: Mapping[str, Any] | None = None) -> Backend:
@@ -235,8 +165,7 @@ class Store:
     def __init__(self, backend: str, options: Mapping[str, Any]):
         if not options.get("url"):
             raise UserError(f"storage {backend}: option url (the dataset root) is required")
-        get(backend, options)  # fail early, in the parent, with the missing package named
-        if backend.startswith("cached") and options.get("remote") in REMOTES:
+        if get(backend, options).fronts and options.get("remote") in REMOTES:  # fail early, naming the package
             get(str(options["remote"]), options)  # and the client of what the cache fronts
         self.backend, self.options = backend, dict(options)
         self.root = strip_protocol(str(options["url"])).rstrip("/")
@@ -287,7 +216,7 @@ class Store:
 
     def is_local(self) -> bool:
         """Whether objects are files of this machine's file system (local, a mounted NFS folder)."""
-        return self.backend == "local" or (self.backend == "nfs" and not _is_nfs_url(self.options))
+        return self.backend == "local" or (self.backend == "nfs" and not is_nfs_url(self.options))
 
     def _failure(self, rel: str, exc: Exception) -> "StorageError":
         return StorageError(f"storage {self.backend}: reading {self.url(rel)} failed: "
@@ -302,7 +231,7 @@ class Store:
 
     def cached_count(self) -> int | None:
         """Objects held in the local cache (``cached`` only), else None."""
-        if not self.backend.startswith("cached"):
+        if not get(self.backend).fronts:
             return None
         cache = Path(self.options["cache_dir"])
         return sum(1 for p in cache.iterdir() if p.name != "cache") if cache.exists() else 0
