@@ -13,7 +13,7 @@ stall and hit rate, the most emulated accelerators each backend sustained at AU 
 them (and, with --checkpoint, the seed's published save/load times beside the measured ones), and
 appends the figures to benchmarks/RESULTS.md with the machine and its load.
 --storage-link RATE (a `network` axis value: 1gbit, 100mbit, ...) puts SeaweedFS, Azurite and NFS-Ganesha
-on a storage host behind a link capped at RATE both ways (harness/storage/storage_host.py, root and
+on a storage host behind a link capped at RATE both ways (testbed/storage_host.py, root and
 iproute2): S3, Blob and NFS are then read over the link, and the JuiceFS gateway stays on this side, its
 block cache in front of the link and its blocks in SeaweedFS behind it. The dataset is uploaded before the
 cap is set; `local` is never behind it.
@@ -47,7 +47,8 @@ from harness.experiment import scenario  # noqa: E402
 from harness.reports import charts, emulation, reference  # noqa: E402
 from harness.results import provenance  # noqa: E402
 from harness.running.runner import run_sweep  # noqa: E402
-from harness.storage import backends as storage, datagen, servers, storage_host  # noqa: E402
+from harness.storage import backends as storage, datagen  # noqa: E402
+from testbed import servers, storage_host  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.loader import BATCH, loader_throughput  # noqa: E402
 from harness.results import provenance  # noqa: E402
-from harness.storage import backends as storage, datagen, servers as storage_servers
+from harness.storage import backends as storage, datagen  # noqa: E402
+from testbed import servers as storage_servers  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 IMAGE_SIZE = 64

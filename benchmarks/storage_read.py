@@ -7,7 +7,7 @@ uploads it to SeaweedFS (S3 on 127.0.0.1). Per round and backend:
 - raw read: every object read whole through harness.storage.backends (a fresh connection each round), no decoding;
 - loader: the torch_ddp worker's input pipeline alone (decode, crop, flip), 2 loader workers, no model.
 --nfsv3 adds NFSv3 (libnfs' fastest protocol), served beside NFSv4 by the same NFS-Ganesha, which
-registers it with a stand-in for rpcbind in a mount namespace of its own (harness/storage/servers.py):
+registers it with a stand-in for rpcbind in a mount namespace of its own (testbed/servers.py):
 the shared machine's port 111 is never used, and the client is told the MOUNT port.
 All servers share this machine's cores with the reader, and the local files sit in the page cache: the
 ratios are per-object protocol cost on loopback, not a network's or a disk's. Prints medians and ratios
@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.loader import loader_throughput, raw_read  # noqa: E402
 from harness.results import provenance  # noqa: E402
-from harness.storage import backends as storage, datagen, servers as storage_servers
+from harness.storage import backends as storage, datagen  # noqa: E402
+from testbed import servers as storage_servers  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 IMAGE_SIZE = 64  # the storage scenario's crop (resnet50 small): decoding, not cropping, is the CPU cost

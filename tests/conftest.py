@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from harness.base.environment import own_tools_first
-from harness.storage import backends as storage, servers as storage_servers
+from harness.storage import backends as storage
+from testbed import servers as storage_servers
 
 # `make test` runs the test files in two processes (pytest-xdist, --dist loadfile): a file's tests stay in one
 # process, one after another, so that its servers and data start once. What has a name on the whole machine

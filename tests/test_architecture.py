@@ -165,3 +165,13 @@ def test_a_data_parallel_torch_rank_imports_no_model_parallel_package():
             elif top and target in modules:
                 todo.append(target)
     assert found == []
+
+
+def test_the_product_never_imports_the_test_bed():
+    """testbed/ starts servers for tests, benchmarks and tools; harness/ and frameworks/ run without it."""
+    testbed_modules = {module_name(p) for p in (REPO / "testbed").rglob("*.py")}
+    found = [f"{p.relative_to(REPO)}:{line} imports {name}"
+             for p in [*HARNESS.rglob("*.py"), *(REPO / "frameworks").rglob("*.py")]
+             for name, _, line in imports(p, testbed_modules) if name.split(".")[0] == "testbed"]
+    assert found == []
+    assert ast.get_docstring(ast.parse((REPO / "testbed" / "__init__.py").read_text())), "say what testbed holds"

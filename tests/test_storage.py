@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness.base.errors import UserError
-from harness.storage import backends as storage, datagen, servers as storage_servers, textdata
+from harness.storage import backends as storage, datagen, textdata
+from testbed import servers as storage_servers
 from tests.conftest import (
     S3_KEY as ACCESS_KEY,  # the shared test credentials
     S3_SECRET as SECRET_KEY,
@@ -349,11 +350,11 @@ def test_streaming_a_missing_object_names_backend_and_object(store):
 
 
 def test_the_rpcbind_stand_in_accepts_a_registration_and_maps_nothing(tmp_path):
-    """What NFS-Ganesha's NFSv3 start needs of rpcbind (harness/storage/rpcbind_stub.py), over its socket."""
+    """What NFS-Ganesha's NFSv3 start needs of rpcbind (testbed/rpcbind_stub.py), over its socket."""
     import socket
     import struct
 
-    from harness.storage import rpcbind_stub
+    from testbed import rpcbind_stub
 
     def call(sock, xid, procedure, version=4, program=rpcbind_stub.RPCBIND_PROGRAM):
         body = struct.pack(">10I", xid, 0, 2, program, version, procedure, 0, 0, 0, 0)  # CALL, AUTH_NONE twice

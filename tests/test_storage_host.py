@@ -1,4 +1,4 @@
-"""Storage servers on a storage host behind a capped link (harness/storage/storage_host.py): an object read
+"""Storage servers on a storage host behind a capped link (testbed/storage_host.py): an object read
 from this machine takes about its size over the cap, and far less once the cap is lifted.
 
 Needs root and iproute2 (a network namespace and tc), else skipped with the reason; each server skips
@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from harness.base import network
-from harness.storage import servers, storage_host
+from testbed import servers, storage_host
 from tests.conftest import S3_KEY, S3_SECRET
 
 CAP = "50mbit"

