@@ -103,7 +103,7 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
 
 
 def report_sweep(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
-    from harness.reports import aggregate, charts, terminal
+    from harness.reports import aggregate, charts, storage_rules, terminal
 
     table, sweep = aggregate.select_sweep(results_dir, sweep)
     summary = aggregate.summarize(table)
@@ -118,6 +118,7 @@ def report_sweep(results_dir: Path, sweep: str | None, chart: Path | None) -> No
     if storage_chart:
         console.print(f"storage chart: {storage_chart}")
     print_emulation(table, path, console)
+    storage_rules.print_storage_summary(table, console)
     if terminal.compares_frameworks(summary):
         terminal.print_frameworks(summary, console)
         console.print(f"frameworks chart: {charts.plot_bars(summary, path.with_name(path.stem + '-frameworks.png'))}")

@@ -181,6 +181,23 @@ class Device(str, Enum):
     #                        compute time, then a barrier (MLPerf Storage's method; harness.contract.accelerators)
 
 
+class Rules(str, Enum):
+    """Which run rules a scenario's runs follow (``[settings] rules``); docs/storage.md maps each rule."""
+
+    ROSETTA = "rosetta"  # ours: warm-up steps excluded from the window, one seed for every repeat
+    # MLPerf Storage v2.0's training and checkpointing run rules (harness/results/mlperf.py): the page cache
+    # dropped before each run, steps counted from step 1, a new seed per run, runs grouped one warm-up + 5
+    MLPERF_STORAGE = "mlperf_storage"
+
+
+class CacheDrop(str, Enum):
+    """How the page cache was emptied before a run (the row's ``page_cache_drop``; harness.storage.page_cache)."""
+
+    DROP_CACHES = "drop_caches"  # sync; echo 3 > /proc/sys/vm/drop_caches (root): the whole machine's
+    FADVISE = "fadvise_dontneed"  # posix_fadvise DONTNEED on each of the dataset's local files (no root needed)
+    NONE = "none"  # nothing: pages read before the run may serve it
+
+
 class Status(str, Enum):
     OK = "ok"
     FAILED = "failed"

@@ -11,6 +11,7 @@ record (AU, the sleeps, the CPU the window used) and the ``data`` record.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import psutil
@@ -70,8 +71,12 @@ def run_window(spec: RunSpec, events: EventWriter, next_batch: Callable[[], Any]
     note_meter = meter.between_steps(spec.warmup_steps) if meter else (lambda done: None)
     spent_at_window = [0.0]
 
+    run_clock: list[float] = []  # MLPerf Storage's count: the first step's start and end, from step 1 on
+
     def between_steps(done: int) -> None:
         note_meter(done)
+        if done == 1:
+            run_clock.append(time.perf_counter())
         if done == spec.warmup_steps:
             cpu.begin()
             spent_at_window[0] = compute.spent_s
@@ -80,6 +85,8 @@ def run_window(spec: RunSpec, events: EventWriter, next_batch: Callable[[], Any]
         between_steps(0)
 
     def step() -> None:
+        if not run_clock:
+            run_clock.append(time.perf_counter())
         next_batch()
         compute()
         barrier()  # the allreduce's synchronization, without its bytes
@@ -87,12 +94,17 @@ def run_window(spec: RunSpec, events: EventWriter, next_batch: Callable[[], Any]
     window = run_measured_loop(step, sync=lambda: None, barrier=barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
                                events=events, loss_value=None, between_steps=between_steps)
+    run_end = time.perf_counter()
     used = cpu.end(window["seconds"], loader_processes if meter else 0)
     compute_s = float(emulation["compute_s"])
     events.emit("emulation", accelerator=emulation["accelerator"], compute_s=compute_s,
                 slept_s=compute.spent_s - spent_at_window[0],
                 au=compute_s * spec.measured_steps / window["seconds"], au_threshold=emulation["au_threshold"],
-                step=emulation["step"], source=emulation["source"], **used)
+                step=emulation["step"], source=emulation["source"],
+                # every step from step 1 (warm-up included), as MLPerf Storage counts: seconds from the first
+                # step's start to the last's end, and the first step's own (its AU leaves that step out)
+                run_steps=spec.warmup_steps + spec.measured_steps, run_s=run_end - run_clock[0],
+                first_step_s=run_clock[1] - run_clock[0], **used)
     if meter is not None:
         events.emit("data", **meter.record(window, spec.measured_steps))
     return window

@@ -17,6 +17,7 @@ from harness.contract.axes import (
     Device,
     MemoryFormat,
     Precision,
+    Rules,
     Size,
     Storage,
     Strategy,
@@ -61,6 +62,12 @@ class RunSpec:
     strategy_options: Mapping[str, Any] = field(default_factory=dict)  # harness.experiment.strategies, resolved
     storage_options: Mapping[str, Any] = field(default_factory=dict)  # harness.storage.backends.StorageOptions, as data
     emulation: Mapping[str, Any] = field(default_factory=dict)  # device emulated: harness.contract.accelerators.resolve
+    rules: Rules = Rules.ROSETTA  # mlperf_storage: MLPerf Storage's run rules; its seed is the scenario's + repeat
+
+    @property
+    def scenario_seed(self) -> int:
+        """The configuration's seed: under mlperf_storage each run has its own (the scenario's + repeat)."""
+        return (self.seed - self.repeat) % 2**32 if self.rules == Rules.MLPERF_STORAGE else self.seed
 
     @property
     def world_size(self) -> int:
@@ -90,12 +97,14 @@ class RunSpec:
 
     def config_id(self) -> str:
         """A stable short id of the configuration (options included), equal across repeats."""
-        key = {**self.dimensions(), "workload_options": dict(self.workload_options), "seed": self.seed,
+        key = {**self.dimensions(), "workload_options": dict(self.workload_options), "seed": self.scenario_seed,
                "launcher_options": dict(self.launcher_options), "strategy_options": dict(self.strategy_options)}
         if self.storage_options:  # only when set, so the ids of synthetic-data runs stay as they were
             key["storage_options"] = dict(self.storage_options)
         if self.emulation:
             key["emulation"] = dict(self.emulation)
+        if self.rules != Rules.ROSETTA:  # only when set, so the ids of earlier runs stay as they were
+            key["rules"] = self.rules.value
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:
@@ -105,7 +114,8 @@ class RunSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RunSpec":
         enums = {"workload": Workload, "size": Size, "strategy": Strategy, "storage": Storage,
-                 "device": Device, "precision": Precision, "memory_format": MemoryFormat, "compile": Compile}
+                 "device": Device, "precision": Precision, "memory_format": MemoryFormat, "compile": Compile,
+                 "rules": Rules}
         return cls(**{k: (enums[k](v) if k in enums else v) for k, v in data.items()})
 
 

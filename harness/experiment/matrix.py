@@ -7,6 +7,7 @@ from typing import Any, Mapping
 import frameworks
 from harness import launchers
 from harness.contract import accelerators
+from harness.contract.axes import Rules
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import WORKLOADS
 from harness.experiment import strategies
@@ -15,7 +16,8 @@ from harness.experiment.scenario import Scenario, combinations
 
 def expand(scenario: Scenario) -> list[RunSpec]:
     """All runs of a scenario, repeats interleaved (every configuration once, then again)
-    so that slow drift of the machine spreads over configurations instead of biasing one."""
+    so that slow drift of the machine spreads over configurations instead of biasing one; under
+    mlperf_storage rules a configuration's runs follow each other, each with its own seed."""
     configs = []
     for combo in combinations(scenario):
         info = WORKLOADS[combo["workload"]]
@@ -26,15 +28,20 @@ def expand(scenario: Scenario) -> list[RunSpec]:
             launcher_options = launchers.module(combo["launcher"]).Options()
         configs.append((combo, options, launchers.options_as_data(launcher_options)))
     s = scenario.settings
+    mlperf = s.rules == Rules.MLPERF_STORAGE
+    # MLPerf Storage's runs of one configuration follow each other (a warm-up run, then 5, with nothing in
+    # between) and each has a new seed; ours interleave the repeats and share the scenario's seed
+    order = ([(repeat, config) for config in configs for repeat in range(s.repeats)] if mlperf else
+             [(repeat, config) for repeat in range(s.repeats) for config in configs])
     return [
         RunSpec(scenario=scenario.name, workload_options=options, repeat=repeat,
                 warmup_steps=s.warmup_steps, measured_steps=s.measured_steps, timeout_s=s.timeout_s,
-                device=s.device, seed=s.seed, launcher_options=launcher_options,
+                device=s.device, seed=(s.seed + repeat) % 2**32 if mlperf else s.seed, rules=s.rules,
+                launcher_options=launcher_options,
                 strategy_options=strategies.resolved(combo["strategy"], scenario.strategy_options),
                 storage_options=storage_as_data(combo["storage"], scenario.storage_options),
                 emulation=emulation_of(scenario, combo), **combo)
-        for repeat in range(s.repeats)
-        for combo, options, launcher_options in configs
+        for repeat, (combo, options, launcher_options) in order
     ]
 
 

@@ -34,6 +34,7 @@ from harness.contract.axes import (
     Device,
     MemoryFormat,
     Precision,
+    Rules,
     Size,
     Storage,
     Strategy,
@@ -61,6 +62,7 @@ class RunSettings:
     timeout_s: float = field(default=900.0, metadata={"min": 1, "max": 7 * 24 * 3600})  # a week
     device: Device = Device.AUTO
     seed: int = field(default=0, metadata={"min": 0, "max": 2**32 - 1})  # what every RNG takes
+    rules: Rules = Rules.ROSETTA  # mlperf_storage: MLPerf Storage's run rules (docs/storage.md), device emulated
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,10 @@ def parse(doc: Mapping[str, Any], file: str, default_name: str = "scenario") -> 
     if settings.warmup_steps >= settings.measured_steps:
         raise settings_where.error(
             "warmup_steps", f"must be < measured_steps ({settings.measured_steps}), got {settings.warmup_steps}")
+
+    if settings.rules == Rules.MLPERF_STORAGE and settings.device != Device.EMULATED:
+        raise settings_where.error("rules", 'mlperf_storage needs device = "emulated" (the rules measure '
+                                            'emulated accelerators)')
 
     if "matrix" not in doc:
         raise where.error("matrix", "missing (required): the axes to run, e.g. framework and workload")

@@ -23,7 +23,8 @@ from harness.base.errors import UserError
 
 SCHEMA_VERSION = 2  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
 # added within 2 (older rows read back with them empty): stage_layers, stage_flops_shares, stage_time_shares,
-# partitions_loaded, partition_load_s_p50, partition_load_s_max, partition_load_mb_s
+# partitions_loaded, partition_load_s_p50, partition_load_s_max, partition_load_mb_s; rules, dataset_bytes ...
+# mlperf_replication_spread (the page-cache flag and MLPerf Storage's rules)
 READABLE_VERSIONS = (1, 2)  # version 1 tables read back with the new columns empty
 
 # Column -> pandas dtype. Order is the order in files.
@@ -128,6 +129,20 @@ COLUMNS: dict[str, str] = {
     "checkpoint_load_s": "Float64",  # load phase: slowest rank's seconds (read and deserialize)
     "checkpoint_load_gb_s": "Float64",  # bytes read by all ranks / 1e9 / checkpoint_load_s
     "checkpoint_cache_defeat": "string",  # how the page cache was kept out (fsync+fadvise_dontneed, rank_shift, ...)
+    "rules": "string",  # the run rules it followed: rosetta | mlperf_storage (MLPerf Storage v2.0's, docs/storage.md)
+    "dataset_bytes": "Int64",  # real data: bytes of the objects the run's layout reads, the whole dataset
+    "client_memory_gb": "Float64",  # this machine's memory (GiB, 2^30): what MLPerf Storage's 5x rule counts
+    "memory_available_gb": "Float64",  # memory available when the run started (GiB): what the page cache could hold
+    "page_cache_drop": "string",  # how the page cache was emptied before the run: drop_caches | fadvise_dontneed | none
+    "potential_caching": "boolean",  # whether the run's reads could have come from the page cache (DLIO's flag)
+    "potential_caching_why": "string",  # why or why not: dataset vs available memory, emptied, objects read again
+    "au_rules": "Float64",  # MLPerf Storage's AU: every step from step 1, the first's time and compute left out, mean of ranks
+    "throughput_rules": "Float64",  # MLPerf Storage's samples/s: every step from step 1 (the first included), summed over ranks
+    "checkpoint_save_gb_s_rules": "Float64",  # MLPerf Storage's checkpoint write GB/s: the minimum over ranks of their own
+    "checkpoint_load_gb_s_rules": "Float64",  # and read GB/s (a rank's bytes / its seconds; ranks that moved none left out)
+    "mlperf_compliant": "boolean",  # rules mlperf_storage: the run (its set, on a set's last run) keeps every rule
+    "mlperf_violations": "string",  # JSON list, one "<rule>: <why>" per rule broken (harness/results/mlperf.py)
+    "mlperf_replication_spread": "Float64",  # a set's last run: (max - min) / min of the rules' samples/s after the warm-up run
     "weights_checksum": "string",
     "parameters": "Int64",
     "compile_s": "Float64",  # first step with compilation (compile = on), outside the window (s)

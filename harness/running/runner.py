@@ -22,7 +22,7 @@ from harness.experiment.matrix import expand
 from harness.experiment.scenario import Scenario
 from harness.launchers import LaunchRequest
 from harness.results import provenance, redact, table as results
-from harness.running import collect, execute
+from harness.running import collect, execute, storage_rules
 
 
 class Observer(Protocol):
@@ -62,12 +62,13 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
         results.load(results_dir)  # an unreadable table is refused now, not after the first run spent its time
     sweep_dir = results_dir / "runs" / sweep_id
     rows = []
+    ledger = storage_rules.Ledger(repeats=scenario.settings.repeats)  # what the page-cache flag and the rules follow
     for index, spec in enumerate(specs):
         if observer:
             observer.run_started(index, len(specs), spec)
         run_dir = _new_run_dir(sweep_dir)
         try:
-            row = run_one(spec, run_dir, sweep_id, observer, max_workers)
+            row = run_one(spec, run_dir, sweep_id, observer, max_workers, ledger)
         except KeyboardInterrupt:
             row = _row(spec, run_dir, sweep_id, Status.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM or SIGHUP)")
             rows.append(_record(results_dir, run_dir, row, observer))
@@ -143,12 +144,15 @@ def prepare(spec: RunSpec, run_dir: Path) -> launchers.LaunchCommand:
 
 
 def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | None = None,
-            max_workers: int | None = None) -> dict[str, Any]:
-    """Launch one run and turn what it left into a row (never raises for a failed run)."""
+            max_workers: int | None = None, ledger: storage_rules.Ledger | None = None) -> dict[str, Any]:
+    """Launch one run and turn what it left into a row (never raises for a failed run). ``ledger``: what
+    the sweep's earlier runs read and measured (the page-cache flag and MLPerf Storage's rules use it)."""
     reason = skip_reason(spec, max_workers)
     if reason:
         return _row(spec, run_dir, sweep_id, Status.SKIPPED, reason)
+    ledger = ledger or storage_rules.Ledger()
     command = prepare(spec, run_dir)
+    before = storage_rules.before_launch(spec, ledger)  # the page cache emptied last, right before the launch
 
     def tick() -> None:
         event = latest_step(run_dir, 0)
@@ -166,6 +170,7 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
         fields.update(collect.measurement_fields(ranks, run_dir))
     if status in (Status.OK, Status.DIVERGED):  # a diverged run still shows how far it got
         fields.update(collect.accuracy_fields(ranks, spec.workload_options.get("target_accuracy")))
+    fields.update(storage_rules.row_fields(spec, status, ranks, before, ledger))
     return _row(spec, run_dir, sweep_id, status, reason, launch_s=outcome.seconds, **fields)
 
 
@@ -205,6 +210,7 @@ def _row(spec: RunSpec, run_dir: Path, sweep_id: str, status: Status, reason: st
         "timestamp": provenance.utc_now(),
         "spec": json.dumps(spec.to_json(), sort_keys=True),
         "strategy_options": json.dumps(dict(spec.strategy_options), sort_keys=True),
+        "rules": spec.rules.value,
         "run_dir": str(run_dir),
         **provenance.machine(),
         **fields,
