@@ -106,3 +106,27 @@ def test_frameworks_side_by_side_table_and_chart(tmp_path):
     assert side.loc[("bert", 2), "chainer"] == "skipped" and side.loc[("bert", 2), "best/worst"] == "-"
     assert charts.plot_bars(summary, tmp_path / "f.png").stat().st_size > 10_000
     assert not terminal.compares_frameworks(summary[summary["framework"] == "chainer"])
+
+
+def test_an_mfu_above_100_percent_is_never_shown_without_its_flag(tmp_path):
+    """MFU in the table and the chart; one above 100% (a sparse peak in the table, a wrong FLOP count)
+    carries the flag in its cell, a line naming the flag and the peak, and the chart's panel says it too."""
+    from rich.console import Console
+
+    rows = [_row("allreduce", 0, config_id="a", world_size=1, procs_per_node=1, mfu=0.42, achieved_tflops=0.42,
+                 peak_source="measured: numpy float32 GEMM", peak_rss_mb=300.0),
+            _row("allreduce", 0, config_id="b", world_size=2, mfu=1.04, achieved_tflops=1.04,
+                 peak_source="measured: numpy float32 GEMM", peak_rss_mb=310.0, peak_gpu_reserved_mb=900.0)]
+    summary = aggregate.summarize(results.to_frame(rows))
+    console = Console(record=True, width=250)
+    terminal.print_table(summary, console)
+    text = console.export_text()
+    assert "42%" in text and "300" in text and "310 (GPU 900)" in text
+    assert "MFU: model FLOPs" in text and "measured: numpy float32 GEMM" in text
+    shown = [line for line in text.splitlines() if "104%" in line]
+    assert shown and all("104%!" in line or terminal.MFU_FLAG in line for line in shown)
+    assert any(terminal.MFU_FLAG in line for line in shown)
+    for mfu in (1.0001, 1.5, 5.63):  # every MFU above 100% the cell would show carries the "!"
+        assert terminal.mfu_text(mfu).endswith("![/red]")
+    assert terminal.mfu_text(0.999) == "100%" and terminal.mfu_text(math.nan) == "-"
+    assert charts.plot(summary, tmp_path / "t.png").stat().st_size > 10_000

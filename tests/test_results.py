@@ -48,8 +48,17 @@ def test_version_1_table_reads_back_with_the_emulation_and_checkpoint_columns_em
     back = results.load(tmp_path)
     assert back.loc[0, "schema_version"] == 1 and back.loc[0, "throughput"] == 123.5
     assert pd.isna(back.loc[0, "au"]) and pd.isna(back.loc[0, "accelerator"])
-    table = results.append(tmp_path, [_row()])  # and a version-2 row goes beside it
-    assert table["schema_version"].tolist() == [1, 2]
+    table = results.append(tmp_path, [_row()])  # and a row of this version goes beside it
+    assert table["schema_version"].tolist() == [1, results.SCHEMA_VERSION]
+
+
+def test_version_2_table_reads_back_with_the_flops_and_memory_columns_empty(tmp_path):
+    new = ("model_flops_per_sample", "achieved_tflops", "peak_tflops", "peak_source", "peak_devices", "mfu",
+           "peak_gpu_allocated_mb", "peak_gpu_reserved_mb", "rank_peak_gpu_allocated_mb", "rank_peak_gpu_reserved_mb")
+    frame = results.to_frame([_row(schema_version=2)])[[c for c in results.COLUMNS if c not in new]]
+    frame.to_parquet(tmp_path / results.PARQUET, index=False)
+    back = results.load(tmp_path)
+    assert back.loc[0, "schema_version"] == 2 and all(pd.isna(back.loc[0, c]) for c in new)
 
 
 def test_unreadable_table_is_a_one_line_error(tmp_path):

@@ -50,3 +50,24 @@ def test_a_finished_worker_joins_its_threads_runs_its_exit_handlers_and_flushes_
     assert "worker output, unflushed" in (out / "rank0.log").read_text()
     exit_record = read_rank(out, 0).exit
     assert (exit_record["code"], exit_record["signal"]) == (0, None)
+
+
+MEMORY_WORKER = """
+def main(spec, events):
+    ballast = bytearray(300 * 2**20)  # 300 MiB, touched page by page so that it is resident
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+"""
+
+
+def test_the_supervisor_records_the_worker_s_peak_resident_memory_whatever_the_framework(tmp_path):
+    (tmp_path / "memory_probe_worker.py").write_text(textwrap.dedent(MEMORY_WORKER))
+    out = tmp_path / "run"
+    out.mkdir()
+    write_spec_file(tmp_path / "spec.json", _spec(), out)
+    done = subprocess.run([sys.executable, "-m", "harness.contract.worker", "memory_probe_worker",
+                           str(tmp_path / "spec.json")], env={"PYTHONPATH": f"{tmp_path}:{REPO}",
+                                                               "PATH": "/usr/bin:/bin", "RANK": "0"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert 300 < read_rank(out, 0).exit["peak_rss_mb"] < 300 + 400  # the ballast and an interpreter's own

@@ -25,14 +25,18 @@ Records (``event`` field):
               processes' CPU seconds / (window x workers))
   ``checkpoint`` mode (single | sharded), bytes_written, bytes_read, save_s, load_s (this rank's part,
               from the phase's starting barrier), cache_defeat (how the page cache was kept out)
+  ``memory``  gpu_allocated_mb, gpu_reserved_mb: the most accelerator memory the rank's framework had
+              allocated to tensors and reserved from the device (its caching allocator) up to the window's end
+              (MiB); written by workers on an accelerator
   ``end``     weights_checksum, extra facts (e.g. parameter count, final_accuracy)
   ``skip``    reason: the worker found it cannot run this combination here (not a failure)
   ``error``   time (Unix seconds), message (an exception in the worker)
   ``compile`` seconds: the first step, which compiled the model, before warm-up
   ``plain``   seconds, samples, steps: the same loop without the distributed wrapper on one device
               (world size 1), timed like the window after its own warm-up: the single-device baseline
-  ``exit``    time, code (exit status) or signal (its name): written by the
-              rank's supervisor (harness.contract.worker) after the worker process ended
+  ``exit``    time, code (exit status) or signal (its name), peak_rss_mb (the peak resident memory of the
+              worker's largest process, MiB): written by the rank's supervisor (harness.contract.worker)
+              after the worker process ended
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ class RankRecord:
     data: dict[str, Any] | None = None  # input pipeline facts of a real-data run (``data`` record)
     emulation: dict[str, Any] | None = None  # an emulated accelerator's facts (``emulation`` record)
     checkpoint: dict[str, Any] | None = None  # the checkpoint phase (``checkpoint`` record)
+    memory: dict[str, Any] | None = None  # accelerator memory peaks (``memory`` record)
     skip: str | None = None
     errors: list[str] = field(default_factory=list)
     error_time: float | None = None  # Unix seconds of the first error record
@@ -149,7 +154,7 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
             record.staleness = list(ev["values"])
         elif kind == "server":
             record.server = ev
-        elif kind in ("data", "emulation", "checkpoint"):
+        elif kind in ("data", "emulation", "checkpoint", "memory"):
             setattr(record, kind, ev)
         elif kind == "skip":
             record.skip = ev.get("reason", "")

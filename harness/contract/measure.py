@@ -47,6 +47,7 @@ def run_measured_loop(
     events: EventWriter,
     loss_value: Callable[[Any], float] | None = float,
     between_steps: Callable[[int], None] | None = None,
+    device_memory: Callable[[], dict[str, float]] | None = None,
 ) -> dict[str, float]:
     """Run warm-up then measured steps; return this rank's window (seconds, samples, steps).
 
@@ -55,7 +56,9 @@ def run_measured_loop(
     ``loss_value`` None the steps have no loss (an emulated accelerator) and none is recorded.
     ``samples_per_step`` is this rank's batch size. ``between_steps(n)``, if given, is called
     after the n-th step (1-based, warm-up steps included), e.g. to evaluate the model; its time
-    is kept out of the step times and out of the window.
+    is kept out of the step times and out of the window. ``device_memory()``, if given, answers the
+    accelerator memory this rank's framework has held at most so far (``gpu_allocated_mb`` and
+    ``gpu_reserved_mb``, MiB): read after the window into a ``memory`` record.
     """
     clock = time.perf_counter
     slowdown = injected_slowdown()
@@ -95,4 +98,6 @@ def run_measured_loop(
         window["injected_slowdown"] = slowdown
     events.emit("window", **window)
     events.emit("losses", values=[loss_value(v) for v in losses] if loss_value is not None else [])
+    if device_memory is not None:
+        events.emit("memory", **device_memory())
     return window

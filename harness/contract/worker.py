@@ -6,7 +6,8 @@ worker ``MODULE`` in a child process and waits for it, so that how the rank
 ended is always on record, whatever the launcher: the child's exception becomes
 an ``error`` record, and this supervisor adds an ``exit`` record with the exit
 status or the signal (a segfault, the OOM killer's SIGKILL, an early exit 0
-leave no word of their own). Signals the launcher sends are passed on to the
+leave no word of their own), and the peak resident memory of the worker's largest process (``peak_rss_mb``,
+every framework's, measured by the kernel). Signals the launcher sends are passed on to the
 child; the supervisor dies with its parent and the child with the supervisor. A worker whose ``main``
 returned leaves without the interpreter's teardown (:func:`exit_without_teardown`).
 """
@@ -17,6 +18,7 @@ import atexit
 import importlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -98,6 +100,13 @@ def exit_fields(returncode: int) -> dict[str, object]:
     return {"code": returncode, "signal": None}
 
 
+def children_peak_rss_mb() -> float:
+    """The peak resident memory (MiB) of the largest process among this process's waited-for descendants:
+    the worker, or a process it started and waited for (a loader), whichever peaked higher (getrusage)."""
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
+
+
 def supervise(module_name: str, spec_file: str) -> int:
     """Run the worker as a child, record how it ended; returns the exit status to leave with."""
     die_with_parent()
@@ -110,7 +119,7 @@ def supervise(module_name: str, spec_file: str) -> int:
         signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
     returncode = _wait_sampling(child, out_dir, rank)
     events = EventWriter(out_dir, rank)
-    events.emit("exit", time=time.time(), **exit_fields(returncode))
+    events.emit("exit", time=time.time(), **exit_fields(returncode), peak_rss_mb=children_peak_rss_mb())
     events.close()
     return returncode if returncode >= 0 else 128 - returncode
 

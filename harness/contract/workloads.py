@@ -49,8 +49,15 @@ _DIGITS = {
 class WorkloadInfo:
     name: Workload
     title: str
-    sample_unit: str  # what one sample is: "images" or "sequences"
+    sample_unit: str  # what one sample is: "images", "sequences" or "tokens"
     presets: Mapping[Size, Mapping[str, int | float]]
+    # where a sample is smaller than what a batch holds (a token of a sequence): the option saying how many
+    # samples one batch item counts as (seq_len); None: one item is one sample
+    samples_option: str | None = None
+
+    def samples_per_item(self, options: Mapping[str, Any]) -> int:
+        """Samples one image or sequence of a batch counts as (a sequence's tokens where samples are tokens)."""
+        return int(options[self.samples_option]) if self.samples_option else 1
 
     def options(self, size: Size, overrides: Mapping[str, Any] | None = None) -> dict[str, int | float]:
         """The resolved options for ``size`` with ``overrides`` applied (already validated)."""

@@ -66,6 +66,11 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
             "p2p_bytes_per_step": _median(ok.get("p2p_bytes_per_step")),  # pipeline activations (NaN for others)
             "peak_rss_mb": _median(ok.get("peak_rss_mb")),  # the largest rank's peak, median over repeats
             "rank_peaks_mb": [json.loads(p) for p in ok.get("rank_peak_rss_mb", pd.Series(dtype=object)).dropna()],  # per repeat, per rank
+            "peak_gpu_allocated_mb": _median(ok.get("peak_gpu_allocated_mb")),  # the largest rank's, median
+            "peak_gpu_reserved_mb": _median(ok.get("peak_gpu_reserved_mb")),
+            "achieved_tflops": _median(ok.get("achieved_tflops")),  # per device, median over repeats
+            "mfu": _median(ok.get("mfu")),  # fraction of the dense peak, median over repeats
+            "peak_source": _first(ok.get("peak_source")),
             "target_accuracy": _median(group["target_accuracy"]),
             "evaluated": int(ok["accuracy_curve"].notna().sum()),  # ok repeats with an accuracy curve
             "reached": len(reached),  # ok repeats that reached the target
@@ -110,6 +115,11 @@ def _median(values: pd.Series | None) -> float:
         return math.nan
     values = values.dropna().astype(float)
     return float(values.median()) if len(values) else math.nan
+
+
+def _first(values: pd.Series | None) -> str | None:
+    values = values.dropna() if values is not None else ()
+    return str(values.iloc[0]) if len(values) else None
 
 
 def compares_strategies(summary: pd.DataFrame) -> bool:

@@ -73,8 +73,8 @@ def _series_label(row: pd.Series, varying: list[str]) -> str:
 
 
 def plot(summary: pd.DataFrame, path: Path) -> Path:
-    """Throughput vs world size per series with the ideal-scaling line, and an efficiency panel,
-    one row of panels per workload. Error bars: :data:`ERROR_BARS`."""
+    """Throughput vs world size per series with the ideal-scaling line, an efficiency panel and an MFU
+    panel (flagged above 100%), one row of panels per workload. Error bars: :data:`ERROR_BARS`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,8 +84,8 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
     if measured.empty:
         return no_data_figure(path, "Rosetta: training throughput and scaling efficiency", nothing_measured(summary))
     workloads = sorted(measured["workload"].unique())
-    fig, axes = plt.subplots(len(workloads), 2, figsize=(12, 4.2 * len(workloads)), squeeze=False)
-    for (ax_tp, ax_eff), workload in zip(axes, workloads):
+    fig, axes = plt.subplots(len(workloads), 3, figsize=(17, 4.2 * len(workloads)), squeeze=False)
+    for (ax_tp, ax_eff, ax_mfu), workload in zip(axes, workloads):
         data = measured[measured["workload"] == workload]
         # label series by what differs between them within this panel only
         varying = [k for k in ["framework", "size", "strategy", "storage", *NUMERICS, "batch_per_worker", "device"]
@@ -103,6 +103,8 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
             ax_tp.plot(x, ideal, linestyle="--", color=line[0].get_color(), alpha=0.5,
                        label=f"{label} (ideal)")
             ax_eff.plot(x, series["efficiency"] * 100, marker="o", label=label, color=line[0].get_color())
+            if "mfu" in series and series["mfu"].notna().any():
+                ax_mfu.plot(x, series["mfu"] * 100, marker="o", label=label, color=line[0].get_color())
         ax_tp.set_title(f"{workload}: throughput vs workers")
         ax_tp.set_xlabel("workers (world size)")
         ax_tp.set_ylabel(f"{unit}/s (median over repeats)")
@@ -112,7 +114,8 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
         ax_eff.set_xlabel("workers (world size)")
         ax_eff.set_ylabel("efficiency (% of linear from the baseline in the title)")
         ax_eff.set_ylim(0, 120)
-        for ax in (ax_tp, ax_eff):
+        plot_mfu_axes(ax_mfu, workload, data)
+        for ax in (ax_tp, ax_eff, ax_mfu):
             ax.grid(alpha=0.3)
             ticks = sorted(data["world_size"].astype(int).unique())
             if ticks:
@@ -122,6 +125,21 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
     fig.suptitle("Rosetta: training throughput (median over repeats; error bars: " + ERROR_BARS + ") "
                  "and scaling efficiency" + baseline_note(measured), fontsize=10)
     return save_figure(fig, path)
+
+
+def plot_mfu_axes(ax, workload: str, data: pd.DataFrame) -> None:
+    """The MFU panel's frame: 100% drawn, an MFU above it flagged in the panel (a peak or FLOP count is wrong)."""
+    mfu = data["mfu"].astype(float) if "mfu" in data else pd.Series(dtype=float)
+    ax.set_title(f"{workload}: model FLOPs utilization")
+    ax.set_xlabel("workers (world size)")
+    ax.set_ylabel("MFU (% of the devices' dense peak)")
+    ax.set_ylim(bottom=0)
+    if mfu.notna().any() and mfu.max() > 1.0:
+        ax.axhline(100, color="red", linestyle="--", linewidth=1)
+        ax.text(0.5, 0.95, "MFU>100%: peak table wrong?", color="red", ha="center", va="top", transform=ax.transAxes)
+    elif mfu.isna().all():
+        ax.text(0.5, 0.5, "no MFU: no peak for this device and precision", ha="center", va="center",
+                transform=ax.transAxes)
 
 
 def plot_strategies(summary: pd.DataFrame, path: Path) -> Path:

@@ -35,6 +35,8 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
         "step p50 ms": lambda r: _ms(r["step_p50_s"]),
         "step p90 ms": lambda r: _ms(r["step_p90_s"]),
         "efficiency": _efficiency,
+        "MFU": lambda r: mfu_text(r.get("mfu", math.nan)),
+        "peak MiB": _peak_memory,
         "weights": lambda r: {True: "same", False: "[red]DIFFER[/red]", None: "-"}[r["weights_consistent"]],
     }
     if compares_strategies(summary):
@@ -71,11 +73,45 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
         console.print(f"[red]![/red] efficiency above {SUPERLINEAR:.0%}: more than linear scaling is not expected from "
                       "data parallelism; the smaller run was probably slowed by other load (compare its repeats' "
                       "spread) - do not trust these figures", highlight=False)
+    print_utilization_notes(summary, console)
     print_wrapper_cost(summary, console)
     problems = summary[summary["reason"].notna()]
     for _, r in problems.iterrows():
         console.print(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
                       f"{r['status']}[/yellow] - {escape(r['reason'])}", markup=True, highlight=False)
+
+
+# An MFU above this cannot be: every MFU shown above it carries MFU_FLAG.
+MFU_IMPOSSIBLE = 1.0
+MFU_FLAG = "MFU>100%: peak table wrong?"
+
+
+def mfu_text(mfu: float) -> str:
+    """MFU as a percentage; above 100% it is flagged in the cell (and explained under the table)."""
+    if mfu is None or math.isnan(mfu):
+        return "-"
+    text = f"{mfu:.1%}" if mfu < 0.1 else f"{mfu:.0%}"
+    return f"[red]{text}![/red]" if mfu > MFU_IMPOSSIBLE else text
+
+
+def _peak_memory(r: pd.Series) -> str:
+    """The largest rank's peak resident memory (MiB), and its accelerator memory reserved where it had one."""
+    rss, gpu = r.get("peak_rss_mb", math.nan), r.get("peak_gpu_reserved_mb", math.nan)
+    text = "-" if rss is None or math.isnan(rss) else f"{rss:.0f}"
+    return text if gpu is None or math.isnan(gpu) else f"{text} (GPU {gpu:.0f})"
+
+
+def print_utilization_notes(summary: pd.DataFrame, console) -> None:
+    """What MFU is measured against, and the flag for an MFU above 100% (a wrong peak or FLOP count)."""
+    if "mfu" not in summary or summary["mfu"].isna().all():
+        return
+    sources = sorted(set(summary["peak_source"].dropna()))
+    console.print("MFU: model FLOPs (3 x forward, layer by layer) x samples/s / dense peak of the devices; "
+                  "peak: " + "; ".join(sources), highlight=False)
+    over = summary[summary["mfu"] > MFU_IMPOSSIBLE]
+    for _, r in over.iterrows():
+        console.print(f"[red]! {MFU_FLAG}[/red] {r['framework']} {r['workload']}/{r['size']} world "
+                      f"{r['world_size']}: {r['mfu']:.0%} of {r['peak_source']}", highlight=False)
 
 
 def print_wrapper_cost(summary: pd.DataFrame, console) -> None:

@@ -21,11 +21,13 @@ import pandas as pd
 
 from harness.base.errors import UserError
 
-SCHEMA_VERSION = 2  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
+SCHEMA_VERSION = 3  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
 # added within 2 (older rows read back with them empty): stage_layers, stage_flops_shares, stage_time_shares,
 # partitions_loaded, partition_load_s_p50, partition_load_s_max, partition_load_mb_s; rules, dataset_bytes ...
-# mlperf_replication_spread (the page-cache flag and MLPerf Storage's rules)
-READABLE_VERSIONS = (1, 2)  # version 1 tables read back with the new columns empty
+# mlperf_replication_spread (the page-cache flag and MLPerf Storage's rules);
+# 3: model FLOPs and MFU (model_flops_per_sample ... mfu), peak memory of every strategy's ranks (peak_rss_mb
+# now from every rank's supervisor) and accelerator memory (peak_gpu_*)
+READABLE_VERSIONS = (1, 2, 3)  # older tables read back with the new columns empty
 
 # Column -> pandas dtype. Order is the order in files.
 COLUMNS: dict[str, str] = {
@@ -94,6 +96,16 @@ COLUMNS: dict[str, str] = {
     "stage_time_shares": "string",  # JSON list by pipeline stage: its share of the layers' measured time (balance time)
     "peak_rss_mb": "Float64",  # largest peak resident memory of a rank's worker process (MiB, exact: getrusage)
     "rank_peak_rss_mb": "string",  # JSON list by rank: each worker process's peak resident memory (MiB)
+    "peak_gpu_allocated_mb": "Float64",  # accelerator memory the framework allocated to tensors at most, largest rank (MiB)
+    "rank_peak_gpu_allocated_mb": "string",  # JSON list by rank (null: a rank that held none)
+    "peak_gpu_reserved_mb": "Float64",  # accelerator memory its caching allocator reserved at most, largest rank (MiB)
+    "rank_peak_gpu_reserved_mb": "string",  # JSON list by rank (null: a rank that held none)
+    "model_flops_per_sample": "Float64",  # training FLOPs of one sample: 3 x forward, layer by layer (harness.contract.model_flops)
+    "achieved_tflops": "Float64",  # model_flops_per_sample x throughput / peak_devices / 1e12: per device
+    "peak_tflops": "Float64",  # one device's dense peak at the run's precision (TFLOP/s)
+    "peak_source": "string",  # where peak_tflops comes from: the peak table's source, or "measured: ..." (CPU)
+    "peak_devices": "Int64",  # devices the peak counts: GPUs (one per rank), or nodes (a CPU machine each)
+    "mfu": "Float64",  # model FLOPs utilization: achieved_tflops / peak_tflops (fraction)
     "strategy_note": "string",  # what the framework did not do that the run asked for (e.g. Horovod's hierarchy)
     "target_accuracy": "Float64",  # held-out accuracy (fraction) a time-to-accuracy run aims at
     "steps_to_target": "Int64",  # training steps (warm-up included) until the first evaluation >= target

@@ -283,11 +283,21 @@ def pipeline_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def memory_fields(ranks: list[RankRecord]) -> dict[str, Any]:
-    """Every rank's peak resident memory as its worker measured it, and the largest."""
-    peaks = [(r.end or {}).get("peak_rss_mb") for r in ranks]
-    if any(p is None for p in peaks) or not peaks:
-        return {}
-    return {"peak_rss_mb": max(peaks), "rank_peak_rss_mb": json.dumps([round(p, 1) for p in peaks])}
+    """Every rank's peak memory and the largest: resident memory of the worker's largest process (its
+    supervisor's ``exit`` record; a worker's own ``end`` record where a supervisor did not say), and, on an
+    accelerator, what its framework allocated and reserved (``memory`` records). Per rank as JSON lists
+    (null for a rank that did not say: a parameter server holds no accelerator memory)."""
+    fields: dict[str, Any] = {}
+    rss = [(r.exit or {}).get("peak_rss_mb", (r.end or {}).get("peak_rss_mb")) for r in ranks]
+    if rss and None not in rss:
+        fields.update(peak_rss_mb=max(rss), rank_peak_rss_mb=json.dumps([round(p, 1) for p in rss]))
+    for kind in ("allocated", "reserved"):
+        peaks = [(r.memory or {}).get(f"gpu_{kind}_mb") for r in ranks]
+        known = [p for p in peaks if p is not None]
+        if known:
+            fields[f"peak_gpu_{kind}_mb"] = max(known)
+            fields[f"rank_peak_gpu_{kind}_mb"] = json.dumps([None if p is None else round(p, 1) for p in peaks])
+    return fields
 
 
 def accuracy_fields(ranks: list[RankRecord], target: float | None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from harness.experiment import strategies
 from harness.experiment.matrix import expand
 from harness.experiment.scenario import Scenario
 from harness.launchers import LaunchRequest
-from harness.results import provenance, redact, table as results
+from harness.results import provenance, redact, table as results, utilization
 from harness.running import collect, execute, storage_rules
 
 
@@ -168,6 +168,7 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
         reason = f"in image {fields['image']} ({fields['image_id'][:19]}): {reason}"
     if status == Status.OK:
         fields.update(collect.measurement_fields(ranks, run_dir))
+        fields.update(utilization.utilization_fields(spec, fields))
     if status in (Status.OK, Status.DIVERGED):  # a diverged run still shows how far it got
         fields.update(collect.accuracy_fields(ranks, spec.workload_options.get("target_accuracy")))
     fields.update(storage_rules.row_fields(spec, status, ranks, before, ledger))
