@@ -40,6 +40,10 @@ def test_one_and_two_process_ddp(write_scenario, tmp_path, monkeypatch):
         assert row["device"] == "cpu" and row["framework_version"].startswith("2.")
         assert row["harness_version"] and row["cpu_cores"] and row["host"]
         assert json.loads(row["spec"])["workload"] == "resnet50"
+        # MFU against this machine's measured CPU peak, and every rank's peak memory (docs/measurement.md)
+        assert 0 < row["mfu"] and row["peak_source"].startswith("measured:") and row["peak_devices"] == 1
+        assert row["achieved_tflops"] == pytest.approx(row["model_flops_per_sample"] * row["throughput"] / 1e12)
+        assert len(json.loads(row["rank_peak_rss_mb"])) == world and row["peak_rss_mb"] > 100
     table = results.load(tmp_path / "results")
     assert len(table) == 2 and set(table["status"]) == {"ok"}
 
