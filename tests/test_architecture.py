@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "harness"
 
 # Bottom to top: a wing may import the wings before it, never one after it (harness/<wing>/__init__.py).
-WINGS = ["base", "contract", "storage", "launchers", "experiment", "results", "running", "reports", "comm",
-         "scaling", "cli"]
+WINGS = ["base", "contract", "storage", "launchers", "experiment", "results", "running", "reports", "export",
+         "comm", "scaling", "cli"]
 FRAMEWORK_MODULES = {"torch", "tensorflow", "keras", "chainer", "chainermn", "horovod", "mpi4py", "jax", "cupy",
                      "transformers", "tf_keras"}
 WORKER_MAY_IMPORT = {"base", "contract", "storage"}

@@ -15,6 +15,7 @@ from harness.cli.console import (
     sweep_exit_status,
     wide_console,
 )
+from harness.cli.export import add_run_options, check_run_options, export_sweep
 from harness.cli.results import report_sweep
 
 
@@ -34,6 +35,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="write every run's files (spec, batch script, manifests, command) without launching")
     add_allow_failures(p)
+    add_run_options(p)
     p.set_defaults(handler=cmd_run, runs_sweep=True)
 
     p = sub.add_parser("equivalence", help="check that every installed framework trains the same model the same "
@@ -213,9 +215,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_dry_run(scenario, args.results)
         return 0
+    check_run_options(args)
     rows = run_with_progress(scenario, args.results, resume=args.resume)
     if not rows:
         print(f"rosetta: nothing to run: every run of {scenario.name!r} has completed")
         return 0
     report_sweep(args.results, rows[0]["sweep_id"], None)
+    export_sweep(args, rows[0]["sweep_id"])
     return sweep_exit_status(rows, args.allow_failures)
