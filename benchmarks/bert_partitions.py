@@ -8,7 +8,7 @@ and a JuiceFS gateway in front of it (the partitions written through the tier) w
 benchmarks/emulated_storage.py's Servers, and runs the scenario one backend and size at a time (a cold
 `juicefs` run gets a gateway with an empty block cache; `juicefs_warm` reads its share through the tier
 first). Each rank's data record lists every partition it read to the end in the window, with the seconds
-from opening it to its last byte (reading only; frameworks/torch_ddp/text_pipeline.py). Prints the rows
+from opening it to its last byte (reading only; frameworks/shared/pytorch/text_pipeline.py). Prints the rows
 and the per-partition load times, charts them per backend and number of ranks (measured only: the seed
 published no numbers for this, only that Alluxio's were lower at 64 and 128 GPUs), and appends the
 figures to benchmarks/RESULTS.md with the machine and its load.

@@ -49,7 +49,7 @@ def raw_read(store: storage.Store, rels: list[str], samples: int) -> tuple[float
 
 def bert_loader(url: str, backend: str, batches: int, **options) -> float:
     """Sequences/s of the BERT partition pipeline alone (records to model batches, 2 workers)."""
-    from frameworks.torch_ddp.input_pipeline import Pipeline
+    from frameworks.shared.pytorch.input_pipeline import Pipeline
     from harness.contract.axes import Device, Size, Storage, Strategy, Workload
     from harness.contract.spec import RunSpec
     from harness.contract.workloads import WORKLOADS

@@ -48,8 +48,8 @@ def raw_read(store: storage.Store, files: list[str]) -> tuple[float, float]:
 
 
 PIPELINES = {  # framework -> the module of its input pipeline (a Pipeline class with next / loader_only)
-    "torch": "frameworks.torch_ddp.input_pipeline",  # DataLoader, worker processes
-    "tf": "frameworks.keras_models.input_pipeline",  # tf.data, parallel map threads
+    "torch": "frameworks.shared.pytorch.input_pipeline",  # DataLoader, worker processes
+    "tf": "frameworks.shared.keras.input_pipeline",  # tf.data, parallel map threads
     "chainer": "frameworks.chainer.input_pipeline",  # MultiprocessIterator, pool processes
 }
 
@@ -57,7 +57,7 @@ PIPELINES = {  # framework -> the module of its input pipeline (a Pipeline class
 def loader_throughput(root: Path | str, workers: int, image_size: int, batches: int,
                       backend: str = "local", framework: str = "torch", **options) -> float:
     """Images/s of a framework's training input pipeline alone (default PyTorch's,
-    frameworks/torch_ddp/input_pipeline.py), reading the dataset at ``root`` (a folder, or a url of
+    frameworks/shared/pytorch/input_pipeline.py), reading the dataset at ``root`` (a folder, or a url of
     ``backend``; ``options``: its other storage options)."""
     import importlib
 
@@ -170,14 +170,14 @@ LOADER_HEADER = ("\n## Loader-only vs raw read, local disk (benchmarks/loader.py
                  "loader images/s, 2 workers | loader (2) / raw |\n|---|---|---|---|---|---|---|---|\n")
 
 FRAMEWORKS_NOTE = ("tf.data decodes only the crop's window (tf.io.decode_and_crop_jpeg); Chainer and PyTorch run "
-                   "the same Pillow decode and augment code (frameworks/image_input.py), so the gap between them "
-                   "is in the loaders themselves, not traced further. On 2 cores shared with other jobs the rounds "
+                   "the same Pillow decode and augment code (frameworks/shared/image_input.py), so the gap between "
+                   "them is in the loaders themselves, not traced further. On 2 cores shared with other jobs the rounds "
                    "spread widely.")
 FRAMEWORKS_HEADER = (
     "\n## Loader-only across frameworks, local disk (benchmarks/loader.py --frameworks; medians over rounds)\n\n"
     "Each framework's own input path alone, no model: the same JPEGs, shard, decode, random resized crop "
-    "(frameworks/image_input.AUGMENT), flip and normalize. PyTorch: DataLoader with W worker processes (Pillow); "
-    "tf.data: W parallel map threads (tf.io.decode_and_crop_jpeg, reads in a tf.py_function); Chainer: "
+    "(frameworks/shared/image_input.AUGMENT), flip and normalize. PyTorch: DataLoader with W worker processes "
+    "(Pillow); tf.data: W parallel map threads (tf.io.decode_and_crop_jpeg, reads in a tf.py_function); Chainer: "
     "MultiprocessIterator with W processes (Pillow). Each measurement in a fresh interpreter, frameworks "
     "interleaved round by round. " + FRAMEWORKS_NOTE + "\n\n"
     "| when (UTC) | machine | dataset | workers W | rounds | torch images/s | tf.data images/s | chainer images/s | "

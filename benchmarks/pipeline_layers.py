@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from frameworks.torch_ddp.models import ResNet50
-from frameworks.torch_ddp.pipeline import layer_flops, layer_names, model_layers
-from frameworks.torch_ddp.stage_split import by_cost, by_count, stage_costs
+from frameworks.shared.pytorch.models import ResNet50
+from frameworks.torch_ddp.strategies.pipeline_parallel import layer_flops, layer_names, model_layers
+from frameworks.torch_ddp.strategies.stage_split import by_cost, by_count, stage_costs
 from harness.contract.axes import Workload
 
 

@@ -21,7 +21,7 @@ from frameworks.chainer import (
     models as chainer_models,  # noqa: E402
     training as chainer_training,
 )
-from frameworks.torch_ddp import training as torch_training  # noqa: E402
+from frameworks.shared.pytorch import training as torch_training  # noqa: E402
 from harness.contract.axes import Size, Workload  # noqa: E402
 from harness.contract.equivalence import PROBE_BATCH, fixed_batch, probe_recipe  # noqa: E402
 from harness.contract.workloads import WORKLOADS  # noqa: E402

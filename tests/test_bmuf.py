@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from frameworks.torch_ddp.bmuf import block_update  # noqa: E402
+from frameworks.torch_ddp.strategies.bmuf import block_update  # noqa: E402
 
 
 def t(*values):

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from frameworks.mpi_job import hierarchical_not_applied
+from frameworks.shared.mpi_job import hierarchical_not_applied
 from harness.experiment import scenario
 from harness.running.runner import run_sweep
 

@@ -8,10 +8,10 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
-from frameworks.torch_ddp import strategies  # noqa: E402
-from frameworks.torch_ddp.hybrid import Hybrid  # noqa: E402
-from frameworks.torch_ddp.models import ResNet50  # noqa: E402
-from frameworks.torch_ddp.training import weights_checksum  # noqa: E402
+from frameworks.shared.pytorch.models import ResNet50  # noqa: E402
+from frameworks.shared.pytorch.training import weights_checksum  # noqa: E402
+from frameworks.torch_ddp.strategies import wrapping  # noqa: E402
+from frameworks.torch_ddp.strategies.hybrid import Hybrid  # noqa: E402
 from harness.contract.axes import Strategy  # noqa: E402
 from tests.gloo_group import on_every_rank  # noqa: E402
 
@@ -110,7 +110,7 @@ def _one_process() -> tuple[nn.Module, list[float], dict]:
 def _allreduce(rank: int) -> tuple[nn.Module, list[float]]:
     """Plain DDP allreduce on the same shares, BatchNorm in training mode (each rank's batch on its own)."""
     model = _model(bn_eval=False)
-    run = strategies.build(Strategy.ALLREDUCE, {}, model, None)
+    run = wrapping.build(Strategy.ALLREDUCE, {}, model, None)
     optimizer = _sgd(run.module.parameters())
     losses = []
     for step in range(STEPS):

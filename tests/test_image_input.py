@@ -1,4 +1,4 @@
-"""The framework-free part of the real-data input (frameworks/image_input.py) and the tf.data crop sampler
+"""The framework-free part of the real-data input (frameworks/shared/image_input.py) and the tf.data crop sampler
 against it: shards, checks, crop boxes. TensorFlow runs in a subprocess (never imported by the tests)."""
 
 import dataclasses
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from frameworks import image_input
+from frameworks.shared import image_input
 from harness.contract.axes import Device, Size, Storage, Strategy, Workload
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import WORKLOADS
@@ -104,7 +104,7 @@ def test_decode_augment_gives_normalized_channels_last_crops(dataset):
 TF_CROPS = """
 import json, sys
 import tensorflow as tf
-from frameworks.keras_models.input_pipeline import crop_window
+from frameworks.shared.keras.input_pipeline import crop_window
 height, width, n = 300, 500, 2000
 boxes = [crop_window(tf.constant(height), tf.constant(width), tf.constant([7, i], tf.int64)).numpy().tolist()
          for i in range(n)]

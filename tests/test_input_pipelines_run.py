@@ -133,7 +133,7 @@ loader_workers = 2
 @needs_tf
 def test_tf_mwms_reads_through_libnfs_from_several_loader_threads(nfs_images, write_scenario, tmp_path):
     """NFS-Ganesha exports the dataset over NFSv4; tf.data's 2 loader threads read it, each with its own
-    libnfs context (frameworks.image_input.Shard.thread_store)."""
+    libnfs context (frameworks.shared.image_input.Shard.thread_store)."""
     text = BASE.format(framework='"tf_mwms"', procs=1, storage='"nfs"') + f"""
 [storage_options.nfs]
 url = "{nfs_images}"

@@ -7,8 +7,8 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from frameworks.torch_ddp import strategies  # noqa: E402
-from frameworks.torch_ddp.training import full_tensor  # noqa: E402
+from frameworks.shared.pytorch.training import full_tensor  # noqa: E402
+from frameworks.torch_ddp.strategies import wrapping  # noqa: E402
 from harness.contract.axes import Strategy  # noqa: E402
 from tests.gloo_group import on_every_rank  # noqa: E402
 
@@ -42,7 +42,7 @@ def _train(module: nn.Module, params, batches, after_step=lambda: None) -> list[
 
 def _strategy_run(strategy: Strategy, options: dict, rank: int) -> dict:
     model = _mlp()
-    run = strategies.build(strategy, options, model, None)
+    run = wrapping.build(strategy, options, model, None)
     params = list(run.module.parameters())
     weights = _train(run.module, params, _batch(rank), run.after_step)
     return {"weights": weights, "bytes": run.bytes_sent, "dense": run.dense_bytes_per_step,
@@ -60,7 +60,7 @@ def _one_process() -> dict:
 def _units_case(strategy_options: dict | None, rank: int) -> dict:
     """A ResNet bottleneck block (an FSDP unit of its own) and a linear root, BatchNorm in eval mode (batch
     statistics would differ between a rank's batch and the whole batch); FSDP, or one process (None)."""
-    from frameworks.torch_ddp.models import Bottleneck
+    from frameworks.shared.pytorch.models import Bottleneck
 
     torch.manual_seed(0)
     model = nn.Sequential(Bottleneck(4, 1, 1), nn.Flatten(), nn.Linear(16, 3)).eval()
@@ -68,7 +68,7 @@ def _units_case(strategy_options: dict | None, rank: int) -> dict:
     x, y = torch.randn(4 * WORLD, 4, 2, 2, generator=generator), torch.randint(0, 3, (4 * WORLD,), generator=generator)
     if strategy_options is None:
         return {"weights": _train(model, list(model.parameters()), (x, y))}
-    run = strategies.build(Strategy.FSDP, strategy_options, model, None)
+    run = wrapping.build(Strategy.FSDP, strategy_options, model, None)
     mine = slice(4 * rank, 4 * rank + 4)
     return {"weights": _train(run.module, list(run.module.parameters()), (x[mine], y[mine]), run.after_step),
             "bytes": run.bytes_sent}
@@ -79,7 +79,7 @@ def _exact_case(strategy: Strategy, options: dict, rank: int) -> list[float]:
     model = nn.Linear(1, 7, bias=False)
     with torch.no_grad():
         model.weight.zero_()
-    run = strategies.build(strategy, options, model, None)
+    run = wrapping.build(strategy, options, model, None)
     c = torch.arange(7, dtype=torch.float32).reshape(-1, 1) * (rank + 1) * 4
     (run.module(torch.ones(1, 1)).reshape(-1, 1) * c).sum().backward()
     return model.weight.grad.reshape(-1).tolist()

@@ -1,8 +1,8 @@
-"""The checks that a rank belongs to one job, run before MPI starts (frameworks/mpi_job.py)."""
+"""The checks that a rank belongs to one job, run before MPI starts (frameworks/shared/mpi_job.py)."""
 
 import pytest
 
-from frameworks import mpi_job
+from frameworks.shared import mpi_job
 
 
 @pytest.mark.parametrize("env", [

@@ -6,8 +6,8 @@ torch = pytest.importorskip("torch")
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from frameworks.torch_ddp import onebit  # noqa: E402
-from frameworks.torch_ddp.onebit import OnebitState, compress_step, decode, encode  # noqa: E402
+from frameworks.torch_ddp.strategies import onebit  # noqa: E402
+from frameworks.torch_ddp.strategies.onebit import OnebitState, compress_step, decode, encode  # noqa: E402
 
 
 def test_quantize_columns_by_hand():

@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from frameworks.torch_ddp.hogwild import one_host_problem, threads_per_process  # noqa: E402
-from frameworks.torch_ddp.parameter_server import Shard, assign_shards  # noqa: E402
+from frameworks.torch_ddp.strategies.hogwild import one_host_problem, threads_per_process  # noqa: E402
+from frameworks.torch_ddp.strategies.parameter_server import Shard, assign_shards  # noqa: E402
 from harness.base.config import Where  # noqa: E402
 from harness.base.errors import UserError  # noqa: E402
 from harness.contract.axes import CommAlgorithm, Strategy  # noqa: E402
@@ -115,13 +115,13 @@ def test_runs_that_cannot_be_placed_are_refused_with_the_reason():
 
 
 def test_every_strategy_the_ddp_worker_hands_over_has_a_loop():
-    from frameworks.torch_ddp import async_training, strategies
+    from frameworks.torch_ddp.strategies import async_training, wrapping
 
-    assert set(async_training.PARAMETER_SERVERS + async_training.SHARED_MEMORY) == set(strategies.WITHOUT_DDP)
+    assert set(async_training.PARAMETER_SERVERS + async_training.SHARED_MEMORY) == set(wrapping.WITHOUT_DDP)
 
 
 def test_numerics_these_loops_do_not_have_are_a_skip_not_ignored():
-    from frameworks.torch_ddp.async_training import numerics_problem
+    from frameworks.torch_ddp.strategies.async_training import numerics_problem
     from harness.contract.axes import Compile, Device, Precision, Size, Storage, Workload
     from harness.contract.spec import RunSpec
 

@@ -7,9 +7,9 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from frameworks.torch_ddp import digits  # noqa: E402
-from frameworks.torch_ddp.pipeline import Pipeline, gpipe_bubble, layer_times  # noqa: E402
-from frameworks.torch_ddp.stage_split import by_count  # noqa: E402
+from frameworks.shared.pytorch import digits  # noqa: E402
+from frameworks.torch_ddp.strategies.pipeline_parallel import Pipeline, gpipe_bubble, layer_times  # noqa: E402
+from frameworks.torch_ddp.strategies.stage_split import by_count  # noqa: E402
 from harness.contract.axes import Workload  # noqa: E402
 from tests.gloo_group import on_every_rank  # noqa: E402
 

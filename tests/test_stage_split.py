@@ -1,4 +1,4 @@
-"""Cutting a chain of layers into pipeline stages (frameworks/torch_ddp/stage_split.py, no framework needed):
+"""Cutting a chain of layers into pipeline stages (frameworks/torch_ddp/strategies/stage_split.py, no framework needed):
 by cost, the cut is contiguous, covers every layer once, leaves no stage empty, and its largest stage is the
 least possible (no larger than the equal-count cut's, equal to a brute-force search's)."""
 
@@ -9,7 +9,7 @@ import itertools
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from frameworks.torch_ddp.stage_split import by_cost, by_count, stage_costs
+from frameworks.torch_ddp.strategies.stage_split import by_cost, by_count, stage_costs
 
 costs_and_stages = st.lists(st.integers(0, 10**6), min_size=1, max_size=24).flatmap(
     lambda costs: st.tuples(st.just(costs), st.integers(1, len(costs))))

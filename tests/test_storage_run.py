@@ -208,7 +208,7 @@ def test_s3_streams_bert_partitions_and_image_shards(text_dataset, s3_bucket, tm
     """The input pipeline alone against SeaweedFS: each rank its own partitions / shards, checksums verified."""
     import dataclasses
 
-    from frameworks.torch_ddp.input_pipeline import Pipeline
+    from frameworks.shared.pytorch.input_pipeline import Pipeline
     from harness.contract.axes import Device, Size, Storage, Strategy, Workload
     from harness.contract.spec import RunSpec
     from harness.contract.workloads import WORKLOADS
@@ -245,7 +245,7 @@ def test_s3_streams_bert_partitions_and_image_shards(text_dataset, s3_bucket, tm
 def _image_pipeline(root, layout, workers, verify=1.0):
     import dataclasses
 
-    from frameworks.torch_ddp.input_pipeline import Pipeline
+    from frameworks.shared.pytorch.input_pipeline import Pipeline
     from harness.contract.axes import Device, Size, Storage, Strategy, Workload
     from harness.contract.spec import RunSpec
     from harness.contract.workloads import WORKLOADS

@@ -16,7 +16,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from torch import nn  # noqa: E402
 
-from frameworks.torch_ddp import strategies  # noqa: E402
+from frameworks.torch_ddp.strategies import wrapping  # noqa: E402
 from harness.contract.axes import Strategy  # noqa: E402
 
 WORLD = 2
@@ -29,7 +29,7 @@ def _train(strategy: Strategy, options: dict, per_rank_c: list[list[float]], ste
     model = nn.Linear(1, len(per_rank_c[0]), bias=False)
     with torch.no_grad():
         model.weight.zero_()
-    run = strategies.build(strategy, options, model, None)
+    run = wrapping.build(strategy, options, model, None)
     optimizer = torch.optim.SGD(run.module.parameters(), lr=1.0)
     c = torch.tensor(per_rank_c[rank]).reshape(-1, 1)
     weights = []

@@ -6,9 +6,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 
-from frameworks.torch_ddp.models import build_bert  # noqa: E402
-from frameworks.torch_ddp.tensor_parallel import parallelize_bert  # noqa: E402
-from frameworks.torch_ddp.training import full_tensor  # noqa: E402
+from frameworks.shared.pytorch.models import build_bert  # noqa: E402
+from frameworks.torch_ddp.strategies.tensor_parallel import parallelize_bert  # noqa: E402
+from frameworks.shared.pytorch.training import full_tensor  # noqa: E402
 from harness.contract.axes import Size, Workload  # noqa: E402
 from harness.contract.equivalence import fixed_batch  # noqa: E402
 from harness.contract.workloads import WORKLOADS  # noqa: E402

@@ -105,7 +105,7 @@ def test_bfloat16_mixed_precision(write_scenario, tmp_path):
 GRADIENT_CHECK = textwrap.dedent("""
     import numpy as np
     import keras, tensorflow as tf
-    from frameworks.keras_models import training
+    from frameworks.shared.keras import training
     from harness.contract.axes import Size, Workload
     from harness.contract.equivalence import recipe
     from harness.contract.workloads import WORKLOADS

@@ -124,7 +124,7 @@ def test_xla_compiled_step_on_two_workers(write_scenario, tmp_path):
 PRECISION_STATE = textwrap.dedent("""
     import json
     import tensorflow as tf
-    from frameworks.keras_models import runtime
+    from frameworks.shared.keras import runtime
     from harness.contract.axes import Precision
 
     states = {}
@@ -158,7 +158,7 @@ LOSS_SCALING = textwrap.dedent("""
     import json
     import numpy as np
     import keras, tensorflow as tf
-    from frameworks.keras_models import runtime, training
+    from frameworks.shared.keras import runtime, training
     from harness.contract.axes import Precision, Size, Workload
     from harness.contract.equivalence import recipe
     from harness.contract.workloads import WORKLOADS
@@ -227,7 +227,7 @@ def test_float16_loss_scaling_skips_a_step_on_every_replica_or_none():
 LOSS_SCALED_L2 = textwrap.dedent("""
     import numpy as np
     import keras, tensorflow as tf
-    from frameworks.keras_models import training
+    from frameworks.shared.keras import training
     from harness.contract.axes import Precision, Size, Workload
     from harness.contract.equivalence import recipe
     from harness.contract.workloads import WORKLOADS

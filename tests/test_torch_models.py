@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from frameworks.torch_ddp.models import (  # noqa: E402
+from frameworks.shared.pytorch.models import (  # noqa: E402
     Bottleneck,
     ResNet50,
     build_bert,

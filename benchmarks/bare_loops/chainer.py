@@ -13,8 +13,8 @@ from mpi4py import MPI  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from frameworks.chainer.models import build_model, loss_of  # noqa: E402
+from frameworks.chainer.runtime import blas_threads  # noqa: E402
 from frameworks.chainer.training import optimizer_from_recipe, to_chainer  # noqa: E402
-from frameworks.chainer.worker import blas_threads  # noqa: E402
 from harness.contract.equivalence import fixed_batch, recipe  # noqa: E402
 
 

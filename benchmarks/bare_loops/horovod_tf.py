@@ -2,12 +2,12 @@
 weights broadcast), optimizer and step with DistributedGradientTape, and the fixed batch, under
 horovodrun; see the package's docstring."""
 
-import horovod.tensorflow as hvd  # noqa: E402 - after frameworks.keras_models, which quiets TensorFlow's start-up
+import horovod.tensorflow as hvd  # noqa: E402 - after frameworks.shared.keras, which quiets TensorFlow's start-up
 import tensorflow as tf  # noqa: E402
 
 from benchmarks import bare_loops
-from frameworks.horovod_tf.worker import barrier, build_training
-from frameworks.keras_models import runtime, training
+from frameworks.horovod_tf.distributed import barrier, build_training
+from frameworks.shared.keras import runtime, training
 from harness.contract.axes import Device
 
 

@@ -8,8 +8,8 @@ import horovod.torch as hvd
 import torch
 
 from benchmarks import bare_loops
-from frameworks.horovod_torch.worker import COMPRESSION, broadcast_from_root
-from frameworks.torch_ddp.training import (
+from frameworks.horovod_torch.distributed import COMPRESSION, broadcast_from_root
+from frameworks.shared.pytorch.training import (
     build_model,
     loss_of,
     make_optimizer,

@@ -4,11 +4,11 @@ fixed batch, under torchrun as a plain process launcher; see the package's docst
 
 import os
 
-import tensorflow as tf  # noqa: E402 - after frameworks.keras_models, which quiets TensorFlow's start-up
+import tensorflow as tf  # noqa: E402 - after frameworks.shared.keras, which quiets TensorFlow's start-up
 
 from benchmarks import bare_loops
-from frameworks.keras_models import runtime, training
-from frameworks.tf_mwms.worker import build_training, make_barrier, make_strategy
+from frameworks.shared.keras import runtime, training
+from frameworks.tf_mwms.mirrored import build_training, make_barrier, make_strategy
 
 
 def slowest(strategy: tf.distribute.MultiWorkerMirroredStrategy, rank: int, world: int, seconds: float) -> float:

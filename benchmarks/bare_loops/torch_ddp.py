@@ -1,5 +1,5 @@
 """A bare PyTorch DDP training loop, on CPUs or one GPU per rank: the worker's model (DDP with its built-in
-allreduce, as frameworks/torch_ddp/strategies.py builds it for strategy allreduce), fixed batch, optimizer,
+allreduce, as frameworks/torch_ddp/strategies/wrapping.py builds it for strategy allreduce), fixed batch, optimizer,
 precision (autocast and loss scaling), memory format and compilation, under torchrun; see the package's
 docstring."""
 
@@ -10,8 +10,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from benchmarks import bare_loops
-from frameworks.torch_ddp import numerics
-from frameworks.torch_ddp.training import (
+from frameworks.shared.pytorch import numerics
+from frameworks.shared.pytorch.training import (
     build_model,
     loss_of,
     make_optimizer,

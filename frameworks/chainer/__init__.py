@@ -21,6 +21,6 @@ INFO = FrameworkInfo(
     storage=tuple(Storage),  # real data: resnet50 images through a MultiprocessIterator (input_pipeline.py)
     # cuda needs CuPy 7 (Chainer 7.8.1's range), which has no build for current CUDA and Python 3.11:
     # declared for completeness, the worker says why when CuPy is missing
-    # emulated: the real iterator, a profiled sleep and an MPI barrier per step, no model (emulated.py)
+    # emulated: the real iterator, a profiled sleep and an MPI barrier per step, no model (emulated_device.py)
     devices=(Device.CPU, Device.CUDA, Device.EMULATED),
 )

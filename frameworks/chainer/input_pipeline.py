@@ -1,7 +1,7 @@
 """Real input for the Chainer ResNet-50: a chainer.iterators.MultiprocessIterator over a
 chainer.dataset.DatasetMixin that reads a rank's shard of JPEGs through the harness's Store (any
 storage backend) and decodes and augments them with Pillow + NumPy, as the PyTorch DataLoader does
-(frameworks.image_input: the same shard, checks and augmentation). Batches are NCHW float32.
+(frameworks.shared.image_input: the same shard, checks and augmentation). Batches are NCHW float32.
 
 ``loader_workers`` processes fetch each batch (Chainer's pool maps a batch's samples over them), with
 two batches prefetched; 0 workers: a SerialIterator, reading in the training process when the step asks.
@@ -20,7 +20,7 @@ import time
 import chainer
 import numpy as np
 
-from frameworks.image_input import Shard, decode_augment
+from frameworks.shared.image_input import Shard, decode_augment
 from harness.contract.spec import RunSpec
 from harness.storage import backends as storage
 

@@ -1,4 +1,4 @@
-"""ResNet-50 v1.5 in Chainer links, the same network as frameworks/torch_ddp/models.py.
+"""ResNet-50 v1.5 in Chainer links, the same network as frameworks/shared/pytorch/models.py.
 
 Not ``chainer.links.ResNet50Layers``: that is v1 (stride on the first 1x1 convolution),
 with biased convolutions, and it downloads Caffe weights. Import this module only after

@@ -1,5 +1,5 @@
 """Horovod + TensorFlow 2 (Keras 3): ``hvd.DistributedGradientTape``, started by horovodrun (Gloo or
-MPI controller) or mpirun. Models, data, optimizer and step are tf_mwms's (frameworks/keras_models),
+MPI controller) or mpirun. Models, data, optimizer and step are tf_mwms's (frameworks/shared/keras),
 so the two TensorFlow frameworks differ only in how gradients cross ranks."""
 
 from harness.contract.axes import (
@@ -24,11 +24,11 @@ INFO = FrameworkInfo(
     requires=("horovod", "tensorflow", "keras"),  # the first is the row's framework_version
     workloads=(Workload.RESNET50, Workload.BERT),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
-    storage=tuple(Storage),  # real data: resnet50 images through tf.data (keras_models/input_pipeline.py)
-    # cuda: the Horovod wheel is built without NCCL (tools/install_horovod.py). emulated: tf_mwms's tf.data
-    # pipeline, a profiled sleep and a 1-float hvd.allreduce per step, no model (tf_mwms/emulated.py)
+    storage=tuple(Storage),  # real data: resnet50 images through tf.data (shared/keras/input_pipeline.py)
+    # cuda: the Horovod wheel is built without NCCL (tools/install_horovod.py). emulated: the shared tf.data
+    # pipeline, a profiled sleep and a 1-float hvd.allreduce per step, no model (shared/keras/emulated_device.py)
     devices=(Device.CPU, Device.EMULATED),
-    # Keras policies (frameworks/keras_models/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
+    # Keras policies (frameworks/shared/keras/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
     # every other precision), amp_fp16 = mixed_float16 + LossScaleOptimizer, amp_bf16 = mixed_bfloat16;
     # tf32 and amp_fp16 need a CUDA GPU (Precision.needs_cuda): on a CPU their runs are skipped rows
     precisions=tuple(Precision),

@@ -1,5 +1,5 @@
 """The equivalence probe of horovod_tf: the shared Keras models, optimizer and training step."""
 
-from frameworks.keras_models.probe import probe
+from frameworks.shared.keras.probe import probe
 
 __all__ = ["probe"]

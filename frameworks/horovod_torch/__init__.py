@@ -27,11 +27,12 @@ INFO = FrameworkInfo(
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
     workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
-    storage=tuple(Storage),  # real data: PyTorch DDP's DataLoader (input_pipeline.py): images and bert partitions
-    # cuda: the wheel is built without NCCL (tools/install_horovod.py). emulated: PyTorch DDP's DataLoader,
-    # a profiled sleep and hvd.barrier() per step, no model (torch_ddp/emulated.py)
+    # real data: PyTorch's DataLoader (shared/pytorch/input_pipeline.py): images and bert partitions
+    storage=tuple(Storage),
+    # cuda: the wheel is built without NCCL (tools/install_horovod.py). emulated: PyTorch's DataLoader,
+    # a profiled sleep and hvd.barrier() per step, no model (shared/pytorch/emulated_device.py)
     devices=(Device.CPU, Device.EMULATED),
-    # PyTorch DDP's numerics (frameworks/torch_ddp/numerics.py): bfloat16 autocast, channels-last ResNet
+    # the PyTorch numerics (frameworks/shared/pytorch/numerics.py): bfloat16 autocast, channels-last ResNet
     # (its gradients copied to contiguous ones for Horovod's allreduce).
     # tf32 and amp_fp16 need a GPU, which this CPU-only Horovod build never uses; torch.compile is left
     # out: Horovod's DistributedOptimizer hooks every parameter's gradient accumulator during backward.

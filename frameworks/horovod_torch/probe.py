@@ -12,9 +12,9 @@ from typing import Any, Mapping
 import horovod.torch as hvd
 import torch
 
-from frameworks.horovod_torch.worker import distributed_optimizer
-from frameworks.torch_ddp.probe import probe_with
-from frameworks.torch_ddp.training import optimizer_facts
+from frameworks.horovod_torch.distributed import distributed_optimizer
+from frameworks.shared.pytorch.probe import probe_with
+from frameworks.shared.pytorch.training import optimizer_facts
 from harness.contract.axes import Strategy, Workload
 
 

@@ -1,10 +1,10 @@
 """Horovod PyTorch worker: one process per rank, started by horovodrun (Gloo or MPI controller) or mpirun.
 
 The model, synthetic batch, optimizer and loss are the PyTorch ones of the equivalence contract
-(frameworks.torch_ddp.training), so the only difference from PyTorch DDP is the gradient exchange:
+(frameworks.shared.pytorch.training), so the only difference from PyTorch DDP is the gradient exchange:
 Horovod's DistributedOptimizer allreduces each gradient as backward produces it (fp32, or fp16 with
 ``strategy = "fp16"``) and averages. With ``device = "emulated"`` no model is built: PyTorch DDP's
-emulated rank (frameworks/torch_ddp/emulated.py: the DataLoader, a profiled sleep per step) with
+emulated rank (frameworks/shared/pytorch/emulated_device.py: the DataLoader, a profiled sleep per step) with
 Horovod's barrier and broadcast.
 """
 
@@ -16,63 +16,17 @@ import horovod
 import horovod.torch as hvd
 import torch
 
-from frameworks import mpi_job
-from frameworks.torch_ddp import emulated, numerics
-from frameworks.torch_ddp.training import build_model, loss_of, make_optimizer
-from frameworks.torch_ddp.worker import StepLedger, batch_source, versions
-from harness.contract.axes import Device, Strategy
+from frameworks.horovod_torch.distributed import broadcast_from_root, controller, distributed_optimizer
+from frameworks.shared import mpi_job
+from frameworks.shared.pytorch import emulated_device, numerics
+from frameworks.shared.pytorch.batches import batch_source
+from frameworks.shared.pytorch.ledger import StepLedger
+from frameworks.shared.pytorch.runtime import versions
+from frameworks.shared.pytorch.training import build_model, dense_bytes, loss_of, make_optimizer
+from harness.contract.axes import Device
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
-
-
-class CountingCompression:
-    """A Horovod compressor that adds the bytes of every tensor it hands to allreduce to ``bytes_sent``."""
-
-    def __init__(self, inner: type[hvd.Compression.none]):
-        self.inner, self.bytes_sent = inner, 0
-
-    def compress(self, tensor: torch.Tensor) -> tuple[torch.Tensor, object]:
-        compressed, context = self.inner.compress(tensor)
-        # Horovod's allreduce takes contiguous tensors only: a channels-last weight's gradient is copied
-        # (the averaged result replaces the gradient, the optimizer does not mind its layout)
-        compressed = compressed.contiguous()
-        self.bytes_sent += compressed.numel() * compressed.element_size()
-        return compressed, context
-
-    def decompress(self, tensor: torch.Tensor, context: object) -> torch.Tensor:
-        return self.inner.decompress(tensor, context)
-
-
-COMPRESSION = {Strategy.ALLREDUCE: hvd.Compression.none, Strategy.FP16: hvd.Compression.fp16}
-
-
-def controller() -> str:
-    """Which Horovod controller this process runs under (the launcher chose it)."""
-    return "mpi" if hvd.mpi_enabled() else "gloo"
-
-
-def distributed_optimizer(optimizer: torch.optim.Optimizer, model: torch.nn.Module,
-                          strategy: Strategy) -> tuple[torch.optim.Optimizer, CountingCompression]:
-    """Horovod's DistributedOptimizer around ``optimizer`` (gradients averaged), and its byte counter."""
-    compression = CountingCompression(COMPRESSION[strategy])
-    wrapped = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                       compression=compression, op=hvd.Average)
-    return wrapped, compression
-
-
-def broadcast_from_root(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Start every rank from rank 0's weights (and optimizer state, where there is any).
-
-    Horovod's broadcast_optimizer_state, given an optimizer with no state yet, first takes an
-    optimizer step on zero gradients to create it: with weight decay that step moves the weights and
-    seeds SGD's momentum (AdamW's step count), which would make this worker's training differ from
-    the recipe every framework follows. A fresh optimizer has nothing to broadcast, so it is called
-    only once there is state (a resumed optimizer).
-    """
-    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    if optimizer.state_dict()["state"]:
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
@@ -86,7 +40,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     if spec.device == Device.EMULATED:  # the real loader, a profiled sleep and hvd.barrier() per step, no model
         events.hello(world, "emulated", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
                      gpu_model=None, gpu_count=0, accelerator=spec.emulation["accelerator"])
-        emulated.run(spec, events, rank, world, batch_source, hvd.barrier,
+        emulated_device.run(spec, events, rank, world, hvd.barrier,
                      lambda token: hvd.broadcast_object(token, root_rank=0))
         hvd.shutdown()
         return
@@ -102,7 +56,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     broadcast_from_root(model, optimizer)  # before channels-last: Horovod broadcasts contiguous tensors only
     numerics.to_memory_format(spec, model)  # in place: the optimizer keeps the same parameters
     optimizer, compression = distributed_optimizer(optimizer, model, spec.strategy)
-    dense = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    dense = dense_bytes(model)
 
     # PyTorch DDP's batches: digits, real data through its input pipeline (this rank's share), or synthetic
     next_batch, meter, data = batch_source(spec, rank, world, torch.device("cpu"))

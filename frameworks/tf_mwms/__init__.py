@@ -25,15 +25,16 @@ INFO = FrameworkInfo(
     workload_requires={Workload.DIGITS: ("sklearn",)},
     workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
     strategies=(Strategy.ALLREDUCE, Strategy.PS_ASYNC),
-    # allreduce trains the two Keras models; ps_async the digits MLP (keras_models/digits.py), the
+    # allreduce trains the two Keras models; ps_async the digits MLP (shared/keras/digits.py), the
     # time-to-accuracy workload the asynchronous strategies are compared on
     strategy_workloads={Strategy.ALLREDUCE: (Workload.RESNET50, Workload.BERT), Strategy.PS_ASYNC: (Workload.DIGITS,)},
     # ps_async: the coordinator, servers and workers on CPU (a GPU worker is untested here)
     strategy_devices={Strategy.PS_ASYNC: (Device.CPU,)},
-    storage=tuple(Storage),  # real data: resnet50 images through tf.data (keras_models/input_pipeline.py)
-    # emulated: the real tf.data pipeline, a profiled sleep and a 1-float all-reduce per step, no model (emulated.py)
+    storage=tuple(Storage),  # real data: resnet50 images through tf.data (shared/keras/input_pipeline.py)
+    # emulated: the real tf.data pipeline, a profiled sleep and a 1-float all-reduce per step, no model
+    # (emulated_device.py)
     devices=(Device.CPU, Device.CUDA, Device.EMULATED),
-    # Keras policies (frameworks/keras_models/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
+    # Keras policies (frameworks/shared/keras/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
     # every other precision), amp_fp16 = mixed_float16 + LossScaleOptimizer, amp_bf16 = mixed_bfloat16;
     # tf32 and amp_fp16 need a CUDA GPU (Precision.needs_cuda): on a CPU their runs are skipped rows
     precisions=tuple(Precision),

@@ -38,7 +38,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from frameworks.keras_models import digits, runtime, training
+from frameworks.shared.keras import digits, runtime, training
 from frameworks.tf_mwms import cluster
 from harness.contract.axes import Compile, Device, MemoryFormat, Precision
 from harness.contract.equivalence import recipe

@@ -1,4 +1,8 @@
-"""PyTorch DistributedDataParallel: gloo on CPU, NCCL on GPU, launched by torchrun."""
+"""PyTorch DistributedDataParallel: gloo on CPU, NCCL on GPU, launched by torchrun.
+
+worker.py is the entry point, training_loop.py the loop, strategies/ the strategies (one module each);
+the models, data and numerics are frameworks/shared/pytorch/, shared with horovod_torch; comm_benchmark/
+is the collective microbenchmark's rank side."""
 
 from harness.contract.axes import (
     Compile,
@@ -22,14 +26,14 @@ INFO = FrameworkInfo(
     requires=("torch",),
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
     workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
-    # DDP communication hooks and torch.distributed.algorithms building blocks (strategies.py)
+    # DDP communication hooks and torch.distributed.algorithms building blocks (strategies/wrapping.py)
     strategies=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.BMUF, Strategy.LOCAL_SGD, Strategy.FP16,
                 Strategy.BF16, Strategy.POWERSGD,
-                # no DDP (async_training.py): parameter servers over torch.distributed.rpc, Hogwild
+                # no DDP (strategies/async_training.py): parameter servers over torch.distributed.rpc, Hogwild
                 Strategy.PS_SYNC, Strategy.PS_ASYNC, Strategy.HOGWILD, Strategy.HOGWILD_LOCKED,
                 Strategy.HIERARCHICAL,  # hierarchical.py: reduce-scatter, inter-host allreduce, allgather
                 Strategy.FSDP,  # fsdp.py: FSDP2 fully_shard
-                Strategy.PIPELINE,  # pipeline.py: one stage per rank, GPipe or 1F1B
+                Strategy.PIPELINE,  # pipeline_parallel.py: one stage per rank, GPipe or 1F1B
                 Strategy.TENSOR_PARALLEL,  # tensor_parallel.py: BERT's attention and MLP split across ranks
                 Strategy.HYBRID,  # hybrid.py: data-parallel trunk, the classifier's classes split across ranks
                 ),
@@ -42,8 +46,10 @@ INFO = FrameworkInfo(
                       # CPU tensors: TensorPipe's CPU path; one model in a host's shared memory
                       Strategy.PS_SYNC: (Device.CPU,), Strategy.PS_ASYNC: (Device.CPU,),
                       Strategy.HOGWILD: (Device.CPU,), Strategy.HOGWILD_LOCKED: (Device.CPU,)},
-    storage=tuple(Storage),  # real data: resnet50 images (files or tar shards), bert token partitions (input_pipeline.py)
-    devices=(Device.CPU, Device.CUDA, Device.EMULATED),  # emulated: the real loader, a profiled sleep (emulated.py)
+    # real data: resnet50 images (files or tar shards), bert token partitions (shared/pytorch/input_pipeline.py)
+    storage=tuple(Storage),
+    # emulated: the real loader, a profiled sleep (shared/pytorch/emulated_device.py)
+    devices=(Device.CPU, Device.CUDA, Device.EMULATED),
     precisions=tuple(Precision),
     memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
     compiles=(Compile.OFF, Compile.ON),

@@ -24,8 +24,8 @@ from harness.results import metrics, provenance, redact
 from harness.running import collect, execute
 from harness.running.runner import _new_run_dir, new_sweep_id
 
-WORKER_MODULE = "frameworks.torch_ddp.comm_worker"
-PROBE_MODULE = "frameworks.torch_ddp.comm_probe"
+WORKER_MODULE = "frameworks.torch_ddp.comm_benchmark.worker"
+PROBE_MODULE = "frameworks.torch_ddp.comm_benchmark.available_backends"
 
 
 def probe_backends() -> dict[str, Any]:

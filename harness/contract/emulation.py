@@ -1,6 +1,6 @@
 """An emulated accelerator's measured window, framework-free (device emulated; no deep-learning import here).
 
-Each framework's emulated worker (``frameworks/*/emulated.py``, through ``frameworks/emulated_rank.py``,
+Each framework's emulated worker (``frameworks/*/emulated_device.py``, through ``frameworks/shared/emulated_rank.py``,
 which adds the checkpoint phase and the end record) brings what is its own: the rank's real
 batches through its input pipeline (``next_batch``, timed by the pipeline's stall meter) and a barrier
 across ranks through its communication library, which stands in for the gradient allreduce. This module
@@ -62,7 +62,7 @@ def run_window(spec: RunSpec, events: EventWriter, next_batch: Callable[[], Any]
                meter: Any, loader_processes: int) -> dict[str, float]:
     """Warm-up and measured steps of one emulated accelerator: each a real batch (``next_batch``), the
     profiled compute slept, a barrier across ranks. Emits the ``emulation`` record and, with a stall
-    meter (``frameworks.image_input.StallMeter``; None for synthetic data), the ``data`` record; returns
+    meter (``frameworks.shared.image_input.StallMeter``; None for synthetic data), the ``data`` record; returns
     the window. ``loader_processes``: the rank's loader processes (children) for ``loader_busy``, 0
     where there are none or the loader runs as threads in the rank (tf.data)."""
     emulation = dict(spec.emulation)

@@ -219,7 +219,7 @@ def data_fields(ranks: list[RankRecord]) -> dict[str, Any]:
 
 def partition_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
     """BERT's partitions read to their end in the window, every rank's together: how many, and the
-    median and the longest seconds one took to load (reading only, frameworks/torch_ddp/text_pipeline.py)
+    median and the longest seconds one took to load (reading only, frameworks/shared/pytorch/text_pipeline.py)
     and their bytes over those seconds (MB, 1e6, per second);
     empty where the pipeline does not time partitions (images, other frameworks)."""
     loads = [p for d in reported for p in d.get("partitions") or ()]

@@ -238,7 +238,7 @@ def ring_allgather_s(piece_bytes: float, workers: int, link: Link) -> float:
 
 def hybrid_s(trunk_bytes: float, batch_per_worker: int, feature_dim: int, classes: int, workers: int,
              net: Network, element_bytes: int = GRADIENT_BYTES_PER_PARAMETER) -> float:
-    """Seconds of the hybrid's exchange per step (Krizhevsky 2014; frameworks/torch_ddp/hybrid.py), on a flat
+    """Seconds of the hybrid's exchange per step (Krizhevsky 2014; frameworks/torch_ddp/strategies/hybrid.py), on a flat
     ring as :func:`flat_ring_s`: the trunk's gradient (the model without its classifier) in a ring allreduce,
     plus the activations of the b = ``batch_per_worker`` images of each worker: the labels' all-gather (b int64),
     the features' all-gather (b x d a worker) and, in backward, their gradient's reduce-scatter (the same pieces),

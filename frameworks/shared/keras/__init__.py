@@ -2,8 +2,9 @@
 
 Not a registered framework: ``tf_mwms`` and ``horovod_tf`` build their models, losses, optimizer
 and training step from here, so both train exactly the same thing and differ only in how
-gradients cross ranks. Nothing distribution-specific lives here. Images are channels-last
-(NHWC), TensorFlow's native layout on CPU; the fixed NCHW batch is transposed once.
+gradients cross ranks (both emulate an accelerator through emulated_device.py too). Nothing
+distribution-specific lives here. Images are channels-last (NHWC), TensorFlow's native layout on CPU;
+the fixed NCHW batch is transposed once.
 
 Importing this package imports Keras (and TensorFlow) the way a worker should, so a worker imports
 it before either of them. Only worker processes import it: unlike a registered framework's package,

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import torch
 
-from frameworks.torch_ddp import numerics
-from frameworks.torch_ddp.training import build_model, make_optimizer, training_step
+from frameworks.shared.pytorch import numerics
+from frameworks.shared.pytorch.training import build_model, make_optimizer, training_step
 from harness.contract.axes import Compile, Strategy
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec

@@ -8,7 +8,7 @@ numpy + torch. Two layouts (``layout`` in ``[storage_options.<backend>]``):
 - ``shards``: WebDataset-style tar shards streamed with the tarfile module over the backend's file object
   (never downloaded whole); every rank reads its own shards, each loader worker its share of them, shard
   order reshuffled each pass and samples mixed through a shuffle buffer.
-BERT: pre-tokenized partitions (frameworks/torch_ddp/text_pipeline.py).
+BERT: pre-tokenized partitions (frameworks/shared/pytorch/text_pipeline.py).
 
 Every item carries its cost (bytes read, objects opened, objects whose checksum was verified) so the
 main process can count what its loader workers did.
@@ -25,14 +25,14 @@ import numpy as np
 import torch
 from PIL import Image
 
-from frameworks.image_input import (  # shared by every framework
+from frameworks.shared.image_input import (  # shared by every framework
     AUGMENT,
     MEAN,
     STD,
     Shard,
     random_resized_crop,
 )
-from frameworks.torch_ddp.text_pipeline import (
+from frameworks.shared.pytorch.text_pipeline import (
     TokenPartitions,
     stats_tensor,
     worker_share,

@@ -22,11 +22,12 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from frameworks.torch_ddp.hogwild import SharedModel, one_host_problem, threads_per_process
-from frameworks.torch_ddp.parameter_server import ParameterServerTraining
-from frameworks.torch_ddp.strategies import dense_bytes
-from frameworks.torch_ddp.training import build_model, loss_of, optimizer_from_recipe
-from frameworks.torch_ddp.worker import StepLedger, batch_source, versions
+from frameworks.shared.pytorch.batches import batch_source
+from frameworks.shared.pytorch.ledger import StepLedger
+from frameworks.shared.pytorch.runtime import versions
+from frameworks.shared.pytorch.training import build_model, dense_bytes, loss_of, optimizer_from_recipe
+from frameworks.torch_ddp.strategies.hogwild import SharedModel, one_host_problem, threads_per_process
+from frameworks.torch_ddp.strategies.parameter_server import ParameterServerTraining
 from harness.contract.axes import Compile, MemoryFormat, Precision, Strategy
 from harness.contract.equivalence import recipe
 from harness.contract.events import HOST_VARIABLE, EventWriter

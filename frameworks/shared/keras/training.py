@@ -15,8 +15,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from frameworks.keras_models.bert import BertForPreTraining
-from frameworks.keras_models.resnet import ResNet50
+from frameworks.shared.keras.bert import BertForPreTraining
+from frameworks.shared.keras.resnet import ResNet50
 from harness.contract.axes import Precision, Workload
 from harness.contract.equivalence import IGNORED_LABEL, Recipe, fixed_batch
 

@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from frameworks.torch_ddp import digits, numerics
-from frameworks.torch_ddp.models import ResNet50, build_bert
+from frameworks.shared.pytorch import digits, numerics
+from frameworks.shared.pytorch.models import ResNet50, build_bert
 from harness.contract.axes import Workload
 from harness.contract.equivalence import Recipe, fixed_batch, recipe
 from harness.contract.spec import RunSpec
@@ -62,6 +62,11 @@ def loss_of(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]
     if workload == Workload.DIGITS:
         return nn.functional.cross_entropy(model(batch["x"]), batch["y"])
     return model(**batch).loss
+
+
+def dense_bytes(model: nn.Module) -> int:
+    """Bytes of every trainable parameter's gradient: what fp32 allreduce sends per step."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ from typing import Mapping
 import keras
 from keras import layers, ops
 
-from frameworks.keras_models.composite import BuiltByFirstCall
+from frameworks.shared.keras.composite import BuiltByFirstCall
 
 LAYER_NORM_EPSILON = 1e-12
 DROPOUT = 0.1

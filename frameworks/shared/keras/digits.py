@@ -1,6 +1,6 @@
 """The time-to-accuracy workload in Keras: the MLP on scikit-learn's handwritten digits (no download).
 
-The same model, data and split rule as frameworks/torch_ddp/digits.py: 1,797 images of 8x8 pixels scaled
+The same model, data and split rule as frameworks/shared/pytorch/digits.py: 1,797 images of 8x8 pixels scaled
 to 0..1, a fixed 20% held out (drawn once with a fixed seed, the same on every rank and run) and only
 evaluated on, Linear(64, h) - ReLU - Linear(h, h) - ReLU - Linear(h, 10). Two differences, said here
 because they matter when rows are compared across frameworks: the held-out 20% is drawn by numpy's

@@ -44,10 +44,10 @@ from torch import nn
 from torch.distributed.nn.functional import all_gather
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from frameworks.torch_ddp import checkpointing, numerics
-from frameworks.torch_ddp.strategies import dense_bytes
-from frameworks.torch_ddp.training import make_optimizer
-from frameworks.torch_ddp.worker import StepLedger, batch_source
+from frameworks.shared.pytorch import checkpointing, numerics
+from frameworks.shared.pytorch.batches import batch_source
+from frameworks.shared.pytorch.ledger import StepLedger
+from frameworks.shared.pytorch.training import dense_bytes, make_optimizer
 from harness.contract.axes import Compile, Storage
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop

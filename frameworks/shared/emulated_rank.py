@@ -6,8 +6,10 @@ pipeline; :func:`run` does the rest with what it is handed: the measured window
 (harness.contract.emulation.run_window: a real batch, the profiled sleep and the framework's barrier per
 step), the checkpoint phase (harness.storage.checkpoint.phase, rank 0's folder token broadcast through
 the framework), the end record (no model: nothing to checksum) and a last barrier. torch_ddp and
-horovod_torch come here through frameworks/torch_ddp/emulated.py (the DataLoader), tf_mwms and horovod_tf
-through frameworks/tf_mwms/emulated.py (tf.data), chainer from its own emulated.py (its iterator).
+horovod_torch come here through frameworks/shared/pytorch/emulated_device.py (the DataLoader), tf_mwms
+and horovod_tf through frameworks/shared/keras/emulated_device.py (tf.data), chainer from its own
+frameworks/chainer/emulated_device.py (its iterator). Not to be confused with harness/contract/emulation.py
+(the profiles and the measured window this calls), nor with harness/reports/emulation.py (its report).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from frameworks.keras_models.bert import SelfAttention, TiedDecoder
-from frameworks.keras_models.training import (
+from frameworks.shared.keras.bert import SelfAttention, TiedDecoder
+from frameworks.shared.keras.training import (
     build_model,
     build_train_step,
     model_inputs,

@@ -1,4 +1,4 @@
-"""ResNet-50 v1.5 in Keras, layer for layer the PyTorch reference (frameworks/torch_ddp/models.py).
+"""ResNet-50 v1.5 in Keras, layer for layer the PyTorch reference (frameworks/shared/pytorch/models.py).
 
 Channels-last. Padding is explicit (ZeroPadding2D + "valid") because Keras's "same" pads
 asymmetrically under stride 2, which would shift every strided output by a pixel relative to
@@ -15,7 +15,7 @@ import math
 import keras
 from keras import layers
 
-from frameworks.keras_models.composite import BuiltByFirstCall
+from frameworks.shared.keras.composite import BuiltByFirstCall
 
 BN_EPSILON = 1e-5
 BN_MOMENTUM = 0.9  # Keras's moving-average factor; PyTorch's momentum 0.1

@@ -9,7 +9,7 @@ PyTorch DataLoader reads (local, nfs, s3, blob, cached, cached_warm) reads here 
          num_parallel_calls = loader_workers
       -> batch(drop_remainder) -> prefetch
 
-The crop is sampled in TensorFlow ops with the shared parameters (frameworks.image_input.AUGMENT) and
+The crop is sampled in TensorFlow ops with the shared parameters (frameworks.shared.image_input.AUGMENT) and
 torchvision's algorithm (area uniform, aspect log-uniform, 10 tries, else the centred square), so the
 three frameworks augment alike; tf.image.sample_distorted_bounding_box samples aspect uniformly and
 falls back to the whole image. decode_and_crop_jpeg decodes only the crop's window (TensorFlow's fast
@@ -28,8 +28,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from frameworks.image_input import AUGMENT, MEAN, STD, Shard, StallMeter
-from frameworks.keras_models import training
+from frameworks.shared.image_input import AUGMENT, MEAN, STD, Shard, StallMeter
+from frameworks.shared.keras import training
 from harness.contract.axes import Storage
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
@@ -41,7 +41,7 @@ _STORAGE_ERROR = re.compile(r"StorageError: (storage [^\n]*)")
 
 def crop_window(height: tf.Tensor, width: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """[top, left, crop height, crop width] (int32): all AUGMENT.attempts candidate crops drawn at once,
-    the first that fits taken, else the centred square (frameworks.image_input.crop_box in TF ops)."""
+    the first that fits taken, else the centred square (frameworks.shared.image_input.crop_box in TF ops)."""
     h, w = tf.cast(height, tf.float32), tf.cast(width, tf.float32)
     seeds = tf.random.experimental.stateless_split(seed, 3)
     n = AUGMENT.attempts

@@ -5,7 +5,7 @@ Each rank reads, decodes and augments its real batches through the Chainer itera
 use (input_pipeline.py: a MultiprocessIterator over ``loader_workers`` processes, a SerialIterator
 without) from the run's storage backend; its step is then the profiled compute time of an accelerator,
 slept, and a barrier across ranks through ChainerMN's communicator (``comm.mpi_comm.Barrier()``, MPI's
-barrier), which stands in for the gradient allreduce (frameworks/emulated_rank.py runs the window, its
+barrier), which stands in for the gradient allreduce (frameworks/shared/emulated_rank.py runs the window, its
 records and the checkpoint phase, the same for every framework; the iterator is closed before the
 checkpoint phase). On one host of 2 cores under a load of 17 the barrier of 2 ranks
 cost about 1.2 ms per step; Open MPI may poll while a rank waits in it (its default progress), keeping a
@@ -21,14 +21,15 @@ from __future__ import annotations
 import chainermn
 import numpy as np
 
-from frameworks import emulated_rank, image_input, mpi_job
+from frameworks.chainer import runtime
+from frameworks.shared import emulated_rank, image_input, mpi_job
 from harness.contract.axes import Storage
 from harness.contract.equivalence import fixed_batch
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
 
 
-def main(spec: RunSpec, events: EventWriter, versions: dict[str, str]) -> None:
+def main(spec: RunSpec, events: EventWriter) -> None:
     """One emulated accelerator's rank: real batches through the iterator, profiled sleeps, an MPI barrier."""
     comm = chainermn.create_communicator("naive")
     rank, world = comm.rank, comm.size
@@ -37,7 +38,7 @@ def main(spec: RunSpec, events: EventWriter, versions: dict[str, str]) -> None:
     if skip:  # every rank says so and leaves, none waits for another
         events.emit("skip", reason=skip)
         return
-    events.hello(world, "emulated", versions, backend=f"chainermn-{type(comm).__name__}", gpu_model=None,
+    events.hello(world, "emulated", runtime.versions(), backend=f"chainermn-{type(comm).__name__}", gpu_model=None,
                  gpu_count=0, accelerator=spec.emulation["accelerator"])
     pipeline, meter = None, None
     if spec.storage == Storage.SYNTHETIC:

@@ -18,19 +18,15 @@ from torch.distributed.algorithms.model_averaging.averagers import PeriodicModel
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from frameworks.torch_ddp import hierarchical
-from frameworks.torch_ddp.bmuf import BlockMomentum
-from frameworks.torch_ddp.onebit import OnebitState, onebit_hook
+from frameworks.shared.pytorch.training import dense_bytes
+from frameworks.torch_ddp.strategies import hierarchical
+from frameworks.torch_ddp.strategies.bmuf import BlockMomentum
+from frameworks.torch_ddp.strategies.onebit import OnebitState, onebit_hook
 from harness.contract.axes import Strategy
 
 # Strategies without DDP or gradient collectives, trained by their own loop (async_training.py):
 # parameter servers over torch.distributed.rpc, and Hogwild's model in shared memory.
 WITHOUT_DDP = (Strategy.PS_SYNC, Strategy.PS_ASYNC, Strategy.HOGWILD, Strategy.HOGWILD_LOCKED)
-
-
-def dense_bytes(model: nn.Module) -> int:
-    """Bytes of every trainable parameter's gradient: what fp32 allreduce sends per step."""
-    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
 class ByteCount:
@@ -91,12 +87,12 @@ def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
     # FSDP and tensor parallelism are imported here, by the runs that use them: torch.distributed.fsdp
     # and .tensor add about 1 s to every rank's start-up on 2 cores (as much as importing torch)
     if strategy == Strategy.FSDP:  # sharded, no DDP: FSDP2 shards the model in place
-        from frameworks.torch_ddp import fsdp
+        from frameworks.torch_ddp.strategies import fsdp
 
         sharded = fsdp.shard(model, options["reshard_after_forward"], "cuda" if device_ids else "cpu")
         return TrainingStrategy(model, dense_bytes(model), sharded, after_step=sharded.after_step)
     if strategy == Strategy.TENSOR_PARALLEL:  # no DDP: every rank holds a part of every layer
-        from frameworks.torch_ddp import tensor_parallel
+        from frameworks.torch_ddp.strategies import tensor_parallel
 
         counter = tensor_parallel.parallelize_bert(model, "cuda" if device_ids else "cpu")
         return TrainingStrategy(model, dense_bytes(model), counter, one_batch=True)

@@ -32,8 +32,14 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.utils.flop_counter import FlopCounterMode
 
-from frameworks.torch_ddp.stage_split import by_cost, by_count, stage_costs
-from harness.contract.axes import Workload
+from frameworks.shared.pytorch.batches import batch_source
+from frameworks.shared.pytorch.ledger import StepLedger
+from frameworks.shared.pytorch.training import dense_bytes, make_optimizer, synthetic_batch
+from frameworks.torch_ddp.strategies.stage_split import by_cost, by_count, stage_costs
+from harness.contract.axes import Compile, Workload
+from harness.contract.events import EventWriter
+from harness.contract.measure import run_measured_loop
+from harness.contract.spec import RunSpec
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 # batch keys: (what enters the first stage, what the last stage's loss compares with)
@@ -266,3 +272,82 @@ def idle_meter(clock: StageClock) -> Callable[[float], float]:
     ``seconds`` from the busy seconds since then."""
     busy_at_start = clock.busy_s
     return lambda seconds: max(0.0, 1.0 - (clock.busy_s - busy_at_start) / seconds)
+
+
+class WindowStart:
+    """A stage's counters when the measured window starts (after ``warmup`` steps; at once without
+    warm-up): its busy seconds (for the idle fraction) and the activation bytes it had sent."""
+
+    def __init__(self, clock: StageClock, warmup: int):
+        self.clock, self.warmup = clock, warmup
+        if warmup == 0:
+            self.mark()
+
+    def mark(self) -> None:
+        self.idle, self.p2p = idle_meter(self.clock), self.clock.p2p_bytes
+
+    def between_steps(self, done: int) -> None:
+        if done == self.warmup:
+            self.mark()
+
+    def facts(self, window: dict[str, Any], measured_steps: int) -> dict[str, float]:
+        """The window's activation bytes per step and idle fraction (of its ``seconds``)."""
+        return {"p2p_bytes_per_step": (self.clock.p2p_bytes - self.p2p) / measured_steps,
+                "idle_fraction": self.idle(window["seconds"])}
+
+
+def refusal(spec: RunSpec) -> str | None:
+    """Why this run cannot be pipelined here (None: it can); a microbatch count that does not divide the
+    batch raises instead (the harness checks that before launching)."""
+    if spec.compile == Compile.ON:
+        return "strategy pipeline does not compile its stages (compile = off only)"
+    microbatches = spec.strategy_options["microbatches"]
+    if spec.batch_per_worker % microbatches:
+        raise ValueError(f"strategy pipeline: microbatches {microbatches} does not divide "
+                         f"batch_per_worker {spec.batch_per_worker}")
+    return None
+
+
+def train(spec: RunSpec, events: EventWriter, model: nn.Module, device: torch.device) -> None:
+    """The worker's loop for strategy pipeline: one stage per rank. Every stage reads the same batches (the
+    first uses the inputs, the last the labels); the samples are counted once, on the last stage, where
+    they leave."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    reason = refusal(spec)
+    if reason:
+        events.emit("skip", reason=reason)
+        dist.destroy_process_group()
+        return
+    options = dict(spec.strategy_options)
+    next_batch, meter, data = batch_source(spec, 0, 1, device)
+    # an example batch for the stages' shapes: digits has no synthetic batch, its training images do
+    example = {"x": data.train_x[:spec.batch_per_worker]} if data is not None else synthetic_batch(spec, 0, device)
+    pipe = Pipeline(spec.workload, model, options, device, example)
+    optimizer = make_optimizer(spec, pipe.clock)
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = pipe.step(next_batch())
+        optimizer.step()
+        return loss
+
+    ledger = StepLedger(spec, events, model, meter, data, lambda: pipe.bytes_sent)
+    start = WindowStart(pipe.clock, spec.warmup_steps)
+
+    def between_steps(done: int) -> None:
+        start.between_steps(done)
+        if spec.workload == Workload.DIGITS and done % int(spec.workload_options["eval_every"]) == 0:
+            pipe.gather_model()  # evaluation runs the whole model on every rank
+        ledger.between_steps(done)
+
+    window = run_measured_loop(step, sync=lambda: None, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
+                               measured_steps=spec.measured_steps,
+                               samples_per_step=spec.batch_per_worker if pipe.last else 0, events=events,
+                               loss_value=lambda t: float(t.item()), between_steps=between_steps)
+    ledger.after_window(window, dense_bytes(pipe.clock), stage=rank, stages=world,
+                        **start.facts(window, spec.measured_steps),
+                        bubble_predicted=gpipe_bubble(world, options["microbatches"]), **pipe.stage_facts())
+    pipe.gather_model()
+    ledger.end()
+    dist.barrier()
+    dist.destroy_process_group()

@@ -1,6 +1,6 @@
 """Prints, as one JSON line, which torch.distributed backends this environment offers.
 
-Run by the harness in a subprocess (``python -m frameworks.torch_ddp.comm_probe``), so
+Run by the harness in a subprocess (``python -m frameworks.torch_ddp.comm_benchmark.available_backends``), so
 that the harness itself never imports torch.
 """
 

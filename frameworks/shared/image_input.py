@@ -235,7 +235,7 @@ class StallMeter:
         loader-only pass (no model) of ``loader_batches`` batches, after the window so it never
         competes with training (for ``cached`` it runs over a warmer cache). A BERT pipeline's record also
         lists ``partitions``: each partition whose last byte arrived with a batch of the window (path,
-        bytes, seconds reading, span_s open to last byte; frameworks/torch_ddp/text_pipeline.py)."""
+        bytes, seconds reading, span_s open to last byte; frameworks/shared/pytorch/text_pipeline.py)."""
         p, at = self.pipeline, self.at_window
         cached_after = p.cached_objects()
         out = {"data_wait_s": sum(self.waits[at["waits"]:]), "window_s": window["seconds"],

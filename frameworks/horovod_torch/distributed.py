@@ -1,0 +1,59 @@
+"""What Horovod adds to a PyTorch rank: its DistributedOptimizer (gradients averaged by allreduce, fp32 or
+fp16 on the wire) with a compressor that counts the bytes, rank 0's start broadcast, and which controller
+the launcher chose. Used by the worker, the probe and benchmarks/bare_loops/horovod_torch.py."""
+
+from __future__ import annotations
+
+import horovod.torch as hvd
+import torch
+
+from harness.contract.axes import Strategy
+
+
+class CountingCompression:
+    """A Horovod compressor that adds the bytes of every tensor it hands to allreduce to ``bytes_sent``."""
+
+    def __init__(self, inner: type[hvd.Compression.none]):
+        self.inner, self.bytes_sent = inner, 0
+
+    def compress(self, tensor: torch.Tensor) -> tuple[torch.Tensor, object]:
+        compressed, context = self.inner.compress(tensor)
+        # Horovod's allreduce takes contiguous tensors only: a channels-last weight's gradient is copied
+        # (the averaged result replaces the gradient, the optimizer does not mind its layout)
+        compressed = compressed.contiguous()
+        self.bytes_sent += compressed.numel() * compressed.element_size()
+        return compressed, context
+
+    def decompress(self, tensor: torch.Tensor, context: object) -> torch.Tensor:
+        return self.inner.decompress(tensor, context)
+
+
+COMPRESSION = {Strategy.ALLREDUCE: hvd.Compression.none, Strategy.FP16: hvd.Compression.fp16}
+
+
+def controller() -> str:
+    """Which Horovod controller this process runs under (the launcher chose it)."""
+    return "mpi" if hvd.mpi_enabled() else "gloo"
+
+
+def distributed_optimizer(optimizer: torch.optim.Optimizer, model: torch.nn.Module,
+                          strategy: Strategy) -> tuple[torch.optim.Optimizer, CountingCompression]:
+    """Horovod's DistributedOptimizer around ``optimizer`` (gradients averaged), and its byte counter."""
+    compression = CountingCompression(COMPRESSION[strategy])
+    wrapped = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                       compression=compression, op=hvd.Average)
+    return wrapped, compression
+
+
+def broadcast_from_root(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Start every rank from rank 0's weights (and optimizer state, where there is any).
+
+    Horovod's broadcast_optimizer_state, given an optimizer with no state yet, first takes an
+    optimizer step on zero gradients to create it: with weight decay that step moves the weights and
+    seeds SGD's momentum (AdamW's step count), which would make this worker's training differ from
+    the recipe every framework follows. A fresh optimizer has nothing to broadcast, so it is called
+    only once there is state (a resumed optimizer).
+    """
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    if optimizer.state_dict()["state"]:
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)

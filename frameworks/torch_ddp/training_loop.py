@@ -1,0 +1,105 @@
+"""PyTorch DDP's training loop: a rank's start (device, process group, hello, model), shared by every
+strategy that trains a model here (the wrapped ones, the pipeline and the hybrid), and the measured loop of
+the strategies that wrap the model (strategies/wrapping.py: DDP hooks, model averaging, FSDP, tensor
+parallelism), with the single-device baseline at world size 1 and the checkpoint phase after it."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from frameworks.shared.pytorch import checkpointing, numerics, runtime
+from frameworks.shared.pytorch.batches import batch_source
+from frameworks.shared.pytorch.ledger import StepLedger
+from frameworks.shared.pytorch.training import build_model, make_optimizer, training_step
+from frameworks.torch_ddp import plain_baseline
+from frameworks.torch_ddp.strategies import wrapping
+from harness.contract.axes import Compile, Storage, Strategy
+from harness.contract.events import EventWriter
+from harness.contract.measure import run_measured_loop
+from harness.contract.spec import RunSpec
+
+
+@dataclass
+class Rank:
+    """A started rank: its process group is up, its hello said, its model built (the seed's weights)."""
+
+    rank: int
+    world: int
+    device: torch.device
+    model: torch.nn.Module
+
+    @property
+    def device_ids(self) -> list[int] | None:
+        """DDP's device_ids: this rank's GPU, None on the CPU."""
+        return [self.device.index] if self.device.type == "cuda" else None
+
+    def sync(self) -> None:
+        """Wait for the device's queued work (a no-op on the CPU)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+
+def start(spec: RunSpec, events: EventWriter) -> Rank | None:
+    """Device, process group (NCCL on a GPU, gloo on the CPU), hello record and model; None when the run
+    cannot run here (a skip record said why)."""
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    device_kind = runtime.resolve_device(spec.device)
+    numerics.check_device(spec, device_kind)
+    numerics.set_matmul_precision(spec)
+    if spec.strategy == Strategy.BF16 and device_kind != "cuda":
+        # device "auto" found no GPU; the harness refuses device "cpu" before launching
+        events.emit("skip", reason="strategy bf16 needs CUDA and NCCL (bf16_compress_hook); no GPU here")
+        return None
+    if device_kind == "cuda":
+        torch.cuda.set_device(local_rank)
+    device = torch.device(device_kind, local_rank) if device_kind == "cuda" else torch.device("cpu")
+    dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    events.hello(world, device_kind, runtime.versions(), backend=dist.get_backend(),
+                 torch_threads=torch.get_num_threads(), **runtime.gpu_facts(device_kind))
+    torch.manual_seed(spec.seed)
+    model = numerics.to_memory_format(spec, build_model(spec.workload, dict(spec.workload_options)).to(device))
+    return Rank(rank, world, device, model)
+
+
+def compile_first_step(events: EventWriter, step: Callable[[], torch.Tensor], sync: Callable[[], None]) -> None:
+    """compile = on: compilation happens in the first call, timed apart (the compile record), before warm-up."""
+    t0 = time.perf_counter()
+    step()
+    sync()
+    events.emit("compile", seconds=time.perf_counter() - t0)
+
+
+def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
+    """The measured loop of a wrapped model, the single-device baseline (world size 1), the final consensus
+    model of the averaging strategies, the checkpoint phase and the end record."""
+    rank, world, device, model = started.rank, started.world, started.device, started.model
+    strategy = wrapping.build(spec.strategy, dict(spec.strategy_options), model, started.device_ids)
+    optimizer = make_optimizer(spec, strategy.module)
+    # data parallelism: this rank's share; tensor parallelism: the one batch every rank works on
+    next_batch, meter, data = batch_source(spec, *((0, 1) if strategy.one_batch else (rank, world)), device)
+    samples_per_step = 0 if strategy.one_batch and rank > 0 else spec.batch_per_worker
+    trained = numerics.maybe_compile(spec, strategy.module)
+    step = training_step(spec, trained, optimizer, device.type, next_batch, strategy.after_step)
+    ledger = StepLedger(spec, events, model, meter, data, lambda: strategy.bytes_sent)
+    if spec.compile == Compile.ON:
+        compile_first_step(events, step, started.sync)
+    window = run_measured_loop(step, sync=started.sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
+                               measured_steps=spec.measured_steps, samples_per_step=samples_per_step,
+                               events=events, loss_value=lambda t: float(t.item()),
+                               between_steps=ledger.between_steps)
+    ledger.after_window(window, strategy.dense_bytes_per_step)
+    if plain_baseline.applies(spec, world):
+        plain_baseline.measure(spec, events, device, device.type, next_batch, started.sync)
+    strategy.finish()  # model-averaging strategies: the final consensus model on every rank
+    if spec.storage != Storage.SYNTHETIC:
+        checkpointing.phase(spec, events, rank, world, model)
+    ledger.end()
+    dist.barrier()
+    dist.destroy_process_group()
