@@ -1,5 +1,6 @@
 """What the verbs share: the default results folder, a console as wide as the terminal (or 180 columns
-in logs), a sweep run under a live progress display, and the exit status a sweep ends with."""
+in logs) that prints what the reports return, a sweep run under a live progress display, a sweep's
+report, and the exit status a sweep ends with. The other verb modules import this one and no other."""
 
 from __future__ import annotations
 
@@ -15,6 +16,25 @@ def wide_console():
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=180)
+
+
+def print_items(items, console=None) -> None:
+    """Print rich renderables (tables, text, strings with markup) one after another."""
+    console = console or wide_console()
+    for item in items:
+        console.print(item)
+
+
+def report_sweep(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
+    """Print a sweep's report (harness.reports.sweep_report), then the scaling model's check against it
+    where ``rosetta comm`` has measured this machine (harness.scaling.check)."""
+    from harness.reports.sweep_report import sweep_report
+    from harness.scaling import check as scaling_check
+
+    table, items = sweep_report(results_dir, sweep, chart)
+    console = wide_console()
+    print_items(items, console)
+    print_items(scaling_check.report(results_dir, table=table) or (), console)
 
 
 class RichObserver:

@@ -1,12 +1,12 @@
 """Verbs about the measurement itself: ``rosetta comm`` (collective benchmark) and ``rosetta project``
-(the scaling model), and the scaling check printed under every report."""
+(the scaling model, its projection and its check against this machine's runs)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from harness.cli.console import DEFAULT_RESULTS
+from harness.cli.console import DEFAULT_RESULTS, print_items
 
 
 def _csv(kind):
@@ -99,80 +99,24 @@ def add_project_parser(sub) -> None:
 
 
 def cmd_project(args: argparse.Namespace) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from harness.base.errors import UserError
-    from harness.scaling import projection
-    from harness.scaling.model import Network
+    from harness.scaling import check as scaling_check, projection
+    from harness.scaling.projection_report import ProjectionRequest, projection_report
 
-    console = Console()
+    if not 0 <= args.overlap <= 1:
+        raise UserError("--overlap must be within 0..1")
     if args.check:
-        if not 0 <= args.overlap <= 1:
-            raise UserError("--overlap must be within 0..1")
-        if not print_scaling_check(args.results, console, args.overlap):
+        items = scaling_check.report(args.results, args.overlap)
+        if items is None:
             raise UserError(f"{args.results}: needs comm results (`rosetta comm`) and training runs "
                             f"(`rosetta run`) to check the model against")
+        print_items(items)
         return
-    if not 0 <= args.overlap <= 1 or args.tau < 1 or args.gpus_per_node < 1 or args.servers < 1:
-        raise UserError("--overlap must be within 0..1, --tau, --gpus-per-node and --servers >= 1")
-    presets = projection.load_presets(args.presets or projection.PRESETS_FILE)
-    def link(name: str, what: str):
-        if name.startswith(projection.MEASURED_PREFIX):
-            return projection.measured_link(args.results, name.removeprefix(projection.MEASURED_PREFIX))
-        return projection.pick(presets.links, name, what)
-
-    inter = link(args.interconnect, "interconnect")
-    intra = link(args.intra, "intra")
-    base = projection.pick(presets.baselines, args.baseline, "baseline")
-    step = args.step_time_s or base.step_time_s
-    batch = args.batch or base.batch_per_worker
-    params = args.parameters or base.parameters
-    net = Network(intra.link(), inter.link(), args.gpus_per_node)
-    table = projection.project(step, batch, params, net, tuple(args.workers or projection.DEFAULT_WORKERS),
-                               tau=args.tau, overlap=args.overlap, servers=args.servers)
-    out = Table(title=f"Predicted scaling efficiency (throughput, samples/s): {args.gpus_per_node} GPUs per node "
-                      f"on {intra.title}, nodes on {inter.title}")
-    out.add_column("GPUs", justify="right")
-    algorithms = list(dict.fromkeys(table["algorithm"]))
-    for a in algorithms:
-        label = {"local_sgd": f"local_sgd (tau {args.tau})", "parameter_server": f"parameter_server ({args.servers})"}
-        out.add_column(label.get(a, a), justify="right")
-    for n, g in table.groupby("workers", sort=True):
-        cells = [str(n)]
-        for a in algorithms:
-            r = g[g["algorithm"] == a].iloc[0]
-            cells.append(f"{r['efficiency']:.0%} ({r['throughput']:,.0f})")
-        out.add_row(*cells)
-    console.print(out)
-    console.print(f"single GPU: {step * 1e3:.1f} ms per step of batch {batch}, {params:,} parameters "
-                  f"({params * 4 / 1e6:.1f} MB of float32 gradients)"
-                  + ("" if args.step_time_s else f" from {base.title} ({base.source})"), highlight=False)
-    for name, preset in ((args.intra, intra), (args.interconnect, inter)):
-        console.print(f"{name}: {preset.bandwidth_GBps:.3g} GB/s, {preset.latency_us:.3g} us per step; {preset.source}",
-                      highlight=False)
-    console.print("assumptions: T_N = T_1 + (1 - overlap) x exchange time; weak scaling (fixed batch per GPU); "
-                  f"overlap = {args.overlap}; gradients float32 in one piece; 1-bit SGD sends 1/32 of the bytes "
-                  "plus 2 float32 scales per 512 values, compression compute not counted", highlight=False)
-    suffix = f"{args.interconnect}-{args.baseline}".replace("/", "_").replace(":", "-")
-    chart = projection.plot(table, args.chart or args.results / f"project-{suffix}.png",
-                            f"{base.title if not args.step_time_s else 'custom'}: {args.gpus_per_node} GPUs/node, "
-                            f"{args.intra} in node, {args.interconnect} between nodes\n(published results: other "
-                            f"machines, networks and frameworks, for shape only)", published=not args.no_published)
-    console.print(f"chart: {chart}")
-
-
-def print_scaling_check(results_dir: Path, console, overlap: float = 0.0, table=None) -> bool:
-    """Print the scaling model's predictions against the measured runs in ``results_dir`` (or in
-    ``table``, some of its rows); False if there is nothing to compare (no comm or training table)."""
-    from harness.comm import results as comm_results
-    from harness.results import table as results
-    from harness.scaling import check as scaling_check
-
-    if not (Path(results_dir) / comm_results.PARQUET).exists():
-        return False
-    table = results.load(results_dir) if table is None else table
-    if table.empty:
-        return False
-    scaling_check.print_check(scaling_check.check(table, comm_results.load(results_dir), overlap=overlap), console)
-    return True
+    if args.tau < 1 or args.gpus_per_node < 1 or args.servers < 1:
+        raise UserError("--tau, --gpus-per-node and --servers must be >= 1")
+    print_items(projection_report(ProjectionRequest(
+        results=args.results, interconnect=args.interconnect, intra=args.intra, gpus_per_node=args.gpus_per_node,
+        baseline=args.baseline, step_time_s=args.step_time_s, batch=args.batch, parameters=args.parameters,
+        workers=tuple(args.workers or projection.DEFAULT_WORKERS), tau=args.tau, servers=args.servers,
+        overlap=args.overlap, presets=args.presets or projection.PRESETS_FILE, published=not args.no_published,
+        chart=args.chart)))

@@ -10,11 +10,12 @@ from harness.cli.console import (
     DEFAULT_RESULTS,
     add_allow_failures,
     print_dry_run,
+    print_items,
+    report_sweep,
     run_with_progress,
     sweep_exit_status,
     wide_console,
 )
-from harness.cli.perf import print_scaling_check
 
 
 def add_parsers(sub) -> None:
@@ -102,47 +103,6 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
     print(f"rosetta: rebuilt {args.results / results.PARQUET} (and {results.CSV}) from {count} row.json files{kept}")
 
 
-def report_sweep(results_dir: Path, sweep: str | None, chart: Path | None) -> None:
-    from harness.reports import aggregate, charts, storage_rules, terminal
-
-    table, sweep = aggregate.select_sweep(results_dir, sweep)
-    summary = aggregate.summarize(table)
-    console = wide_console()
-    terminal.print_table(summary, console)
-    path = charts.plot(summary, chart or results_dir / f"report-{sweep}.png")
-    console.print(f"chart: {path}")
-    telemetry_chart = charts.plot_telemetry(table, path.with_name(f"{path.stem}-telemetry.png"))
-    if telemetry_chart:
-        console.print(f"telemetry chart: {telemetry_chart}")
-    storage_chart = charts.plot_storage(table, path.with_name(f"{path.stem}-storage.png"))
-    if storage_chart:
-        console.print(f"storage chart: {storage_chart}")
-    print_emulation(table, path, console)
-    storage_rules.print_storage_summary(table, console)
-    if terminal.compares_frameworks(summary):
-        terminal.print_frameworks(summary, console)
-        console.print(f"frameworks chart: {charts.plot_bars(summary, path.with_name(path.stem + '-frameworks.png'))}")
-    if aggregate.compares_strategies(summary):
-        console.print(f"strategies chart: {charts.plot_strategies(summary, path.with_name(path.stem + '-strategies.png'))}")
-    console.print(f"table: {results_dir / 'results.parquet'} (and results.csv)")
-    print_scaling_check(results_dir, console, table=table)
-
-
-def print_emulation(table, path: Path, console) -> None:
-    """Emulated accelerators: the most each framework's loader and backend sustained at the AU threshold, and
-    their chart."""
-    from harness.reports import emulation
-
-    best = emulation.max_accelerators(table)
-    if best.empty:
-        return
-    for row in best.itertuples():
-        cpu = " (the next size failed with the loader CPU-bound)" if row.limit_cpu_bound else ""
-        console.print(f"emulated {row.accelerator} on {row.storage} ({row.framework}'s loader): "
-                      f"{row.max_accelerators} kept AU at the threshold (tried {row.sizes_tried}){cpu}")
-    console.print(f"emulation chart: {emulation.plot(table, path.with_name(f'{path.stem}-emulation.png'))}")
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.results import compare
 
@@ -181,9 +141,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """Exit 0, or 1 when a run it ran failed, timed out or diverged (unless --allow-failures)."""
     from harness.reports import reference
 
-    console = wide_console()
     if args.list or not args.name:
-        print_references(console)
+        from harness.reports.published import references_table
+
+        print_items([references_table()])
         return 0
     ref = reference.get(args.name)
     rows: list[dict] = []
@@ -203,22 +164,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                                                 "measured_steps": args.measured_steps})
         rows = run_with_progress(scenario, args.results)
         sweep = rows[0]["sweep_id"]
-    report_reproduction(ref, args.results, sweep, console)
+    from harness.scaling.published import reproduction_report
+
+    print_items(reproduction_report(ref, args.results, sweep))
     return sweep_exit_status(rows, args.allow_failures)
-
-
-def print_references(console) -> None:
-    """``rosetta reproduce --list``: each reference and what of it runs here (from the registries)."""
-    from rich.table import Table
-
-    from harness.reports import published, reference
-
-    table = Table(title="Published references (results/reference/): what runs here follows from the registries")
-    for col in ("id", "unit", "reduced run here", "--at published"):
-        table.add_column(col)
-    for ref in reference.all_references().values():
-        table.add_row(ref.id, ref.unit, published.reduced_here(ref), published.published_here(ref))
-    console.print(table)
 
 
 def _published_scenario(ref, args: argparse.Namespace):
@@ -250,30 +199,3 @@ def local_gpus() -> int:
         return 0
     out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
     return sum(line.startswith("GPU ") for line in out.splitlines())
-
-
-def report_reproduction(ref, results_dir: Path, sweep: str, console) -> None:
-    """Published, measured and predicted side by side: the table, chart, Markdown and findings."""
-    from harness.reports import aggregate, charts, reproduce, terminal
-    from harness.results import table as results
-    from harness.scaling import published as predicted
-
-    table = results.load(results_dir)
-    table = table[table["sweep_id"] == sweep]
-    if table.empty:
-        raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
-    summary = aggregate.summarize(table)
-    terminal.print_table(summary, console)
-    both = reproduce.comparison_table(ref, summary, predicted.predicted_rows(ref))
-    chart = reproduce.plot(ref, both, results_dir / f"reproduce-{ref.id}-{sweep}.png")
-    extra = {}
-    if aggregate.compares_strategies(summary):  # SparkNet, 1-bit SGD: throughput, bytes and time to target
-        extra["Strategies side by side"] = charts.plot_strategies(
-            summary, results_dir / f"reproduce-{ref.id}-{sweep}-strategies.png")
-    doc = reproduce.write_markdown(ref, both, chart, results_dir / f"reproduce-{ref.id}-{sweep}.md", sweep,
-                                   summary, extra)
-    for line in reproduce.findings(ref, both, summary):
-        console.print(f"- {line}", highlight=False)
-    for path in (chart, *extra.values()):
-        console.print(f"chart: {path}")
-    console.print(f"report: {doc}")

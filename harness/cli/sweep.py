@@ -11,12 +11,12 @@ from harness.cli.console import (
     DEFAULT_RESULTS,
     add_allow_failures,
     print_dry_run,
+    report_sweep,
     run_with_progress,
     sweep_exit_status,
     wide_console,
 )
 from harness.cli.export import add_run_options, check_run_options, export_sweep
-from harness.cli.results import report_sweep
 
 
 def add_parsers(sub) -> None:

@@ -125,3 +125,17 @@ def _published(ref: Reference):
     if ref.published is None:
         raise UserError(f"{ref.id}: no [published] configuration in {ref.path}; only the reduced run exists")
     return ref.published
+
+
+def references_table():
+    """``rosetta reproduce --list``: each reference and what of it runs here (from the registries), a rich table."""
+    from rich.table import Table
+
+    from harness.reports import reference
+
+    table = Table(title="Published references (results/reference/): what runs here follows from the registries")
+    for col in ("id", "unit", "reduced run here", "--at published"):
+        table.add_column(col)
+    for ref in reference.all_references().values():
+        table.add_row(ref.id, ref.unit, reduced_here(ref), published_here(ref))
+    return table

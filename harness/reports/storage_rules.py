@@ -37,14 +37,16 @@ def storage_summary(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def print_storage_summary(table: pd.DataFrame, console) -> None:
-    """The storage summary as a rich table, then each non-compliant set's broken rules."""
+def storage_summary_items(table: pd.DataFrame) -> list:
+    """The storage summary as a rich table, then each non-compliant set's broken rules (rich renderables,
+    nothing where the sweep read no real data)."""
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     summary = storage_summary(table)
     if summary.empty:
-        return
+        return []
     rules = "compliant" in summary
     out = Table(title="page cache: could the reads have come from memory (DLIO's potential_caching)"
                       + ("; MLPerf Storage's rules: the set's verdict, means over the runs after its warm-up run"
@@ -62,11 +64,9 @@ def print_storage_summary(table: pd.DataFrame, console) -> None:
                       + [_fmt(r.get(k), pct) for k, pct in (("au_rules", True), ("au", True),
                                                              ("throughput_rules", False), ("throughput", False))])
         out.add_row(*cells)
-    console.print(out)
-    for r in summary.to_dict("records"):
-        for violation in r.get("violations") or []:
-            console.print(f"[yellow]{r['framework']} {r['storage']} x{r['world_size']}: not MLPerf-compliant[/yellow] - "
-                          f"{escape(violation)}", highlight=False)
+    return [out, *(Text.from_markup(f"[yellow]{r['framework']} {r['storage']} x{r['world_size']}: not "
+                                    f"MLPerf-compliant[/yellow] - {escape(violation)}")
+                   for r in summary.to_dict("records") for violation in r.get("violations") or [])]
 
 
 def _fmt(value, pct: bool) -> str:

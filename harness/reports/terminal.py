@@ -11,13 +11,56 @@ from harness.results import metrics
 
 
 def print_table(summary: pd.DataFrame, console=None) -> None:
-    """The summary as a rich table (columns with one value across it folded into the title),
-    then the configurations that were not measured, with their reasons."""
+    """Print :func:`summary_items` (on a console of the terminal's width unless one is given)."""
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     console = console or Console()
+    for item in summary_items(summary):
+        console.print(item)
+
+
+def summary_items(summary: pd.DataFrame) -> list:
+    """The summary as a rich table (columns with one value across it folded into the title), then the
+    notes under it: superlinear efficiency, the wrapper's cost, the configurations that were not measured
+    with their reasons. Rich renderables, in order, for a console to print."""
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    cells = _cells(summary)
+    rendered = {name: [fn(r) for _, r in summary.iterrows()] for name, fn in cells.items()}
+    foldable = ("framework", "batch/worker", "strategy", "storage", *NUMERICS, "device")
+    constant = [n for n in foldable if len(summary) > 1 and len(set(rendered[n])) == 1]
+    title = ("samples/s: median over repeats of global samples / slowest rank's measured time\n"
+             + metrics.INTERVAL_HOW)
+    used = sorted(set(summary["efficiency_baseline"].dropna())) if "efficiency_baseline" in summary else []
+    if used and "efficiency" in cells:
+        title += "\nefficiency vs " + "; ".join(used)
+    if constant:
+        title += "\n" + ", ".join(f"{n} = {rendered[n][0]}" for n in constant)
+    table = Table(title=title)
+    columns = [n for n in cells if n not in constant]
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("framework", "workload", "strategy", "storage",
+                                                          "device", "unit", "weights") else "right")
+    for i in range(len(summary)):
+        table.add_row(*(rendered[name][i] for name in columns))
+    items: list = [table]
+    if (summary["efficiency"] > SUPERLINEAR).any():
+        items.append(Text.from_markup(
+            f"[red]![/red] efficiency above {SUPERLINEAR:.0%}: more than linear scaling is not expected from "
+            "data parallelism; the smaller run was probably slowed by other load (compare its repeats' "
+            "spread) - do not trust these figures"))
+    items += utilization_note_items(summary)
+    items += [Text(line) for line in wrapper_cost_lines(summary)]
+    items += [Text.from_markup(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
+                               f"{r['status']}[/yellow] - {escape(r['reason'])}")
+              for _, r in summary[summary["reason"].notna()].iterrows()]
+    return items
+
+
+def _cells(summary: pd.DataFrame) -> dict:
+    """The summary's columns: each a function from a summary row to its cell's text (rich markup)."""
     cells = {
         "framework": lambda r: r["framework"],
         "workload": lambda r: f"{r['workload']}/{r['size']}",
@@ -51,34 +94,7 @@ def print_table(summary: pd.DataFrame, console=None) -> None:
         if summary["staleness_max"].notna().any():  # asynchronous strategies ran: updates landing in between
             cells["staleness mean/max"] = lambda r: ("-" if math.isnan(r["staleness_max"])
                                                      else f"{r['staleness_mean']:.2f}/{r['staleness_max']:.0f}")
-    rendered = {name: [fn(r) for _, r in summary.iterrows()] for name, fn in cells.items()}
-    foldable = ("framework", "batch/worker", "strategy", "storage", *NUMERICS, "device")
-    constant = [n for n in foldable if len(summary) > 1 and len(set(rendered[n])) == 1]
-    title = ("samples/s: median over repeats of global samples / slowest rank's measured time\n"
-             + metrics.INTERVAL_HOW)
-    used = sorted(set(summary["efficiency_baseline"].dropna())) if "efficiency_baseline" in summary else []
-    if used and "efficiency" in cells:
-        title += "\nefficiency vs " + "; ".join(used)
-    if constant:
-        title += "\n" + ", ".join(f"{n} = {rendered[n][0]}" for n in constant)
-    table = Table(title=title)
-    columns = [n for n in cells if n not in constant]
-    for name in columns:
-        table.add_column(name, justify="left" if name in ("framework", "workload", "strategy", "storage",
-                                                          "device", "unit", "weights") else "right")
-    for i in range(len(summary)):
-        table.add_row(*(rendered[name][i] for name in columns))
-    console.print(table)
-    if (summary["efficiency"] > SUPERLINEAR).any():
-        console.print(f"[red]![/red] efficiency above {SUPERLINEAR:.0%}: more than linear scaling is not expected from "
-                      "data parallelism; the smaller run was probably slowed by other load (compare its repeats' "
-                      "spread) - do not trust these figures", highlight=False)
-    print_utilization_notes(summary, console)
-    print_wrapper_cost(summary, console)
-    problems = summary[summary["reason"].notna()]
-    for _, r in problems.iterrows():
-        console.print(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
-                      f"{r['status']}[/yellow] - {escape(r['reason'])}", markup=True, highlight=False)
+    return cells
 
 
 # An MFU above this cannot be: every MFU shown above it carries MFU_FLAG.
@@ -101,28 +117,29 @@ def _peak_memory(r: pd.Series) -> str:
     return text if gpu is None or math.isnan(gpu) else f"{text} (GPU {gpu:.0f})"
 
 
-def print_utilization_notes(summary: pd.DataFrame, console) -> None:
+def utilization_note_items(summary: pd.DataFrame) -> list:
     """What MFU is measured against, and the flag for an MFU above 100% (a wrong peak or FLOP count)."""
+    from rich.text import Text
+
     if "mfu" not in summary or summary["mfu"].isna().all():
-        return
+        return []
     sources = sorted(set(summary["peak_source"].dropna()))
-    console.print("MFU: model FLOPs (3 x forward, layer by layer) x samples/s / dense peak of the devices; "
-                  "peak: " + "; ".join(sources), highlight=False)
-    over = summary[summary["mfu"] > MFU_IMPOSSIBLE]
-    for _, r in over.iterrows():
-        console.print(f"[red]! {MFU_FLAG}[/red] {r['framework']} {r['workload']}/{r['size']} world "
-                      f"{r['world_size']}: {r['mfu']:.0%} of {r['peak_source']}", highlight=False)
+    items = [Text("MFU: model FLOPs (3 x forward, layer by layer) x samples/s / dense peak of the devices; "
+                  "peak: " + "; ".join(sources))]
+    items += [Text.from_markup(f"[red]! {MFU_FLAG}[/red] {r['framework']} {r['workload']}/{r['size']} world "
+                               f"{r['world_size']}: {r['mfu']:.0%} of {r['peak_source']}")
+              for _, r in summary[summary["mfu"] > MFU_IMPOSSIBLE].iterrows()]
+    return items
 
 
-def print_wrapper_cost(summary: pd.DataFrame, console) -> None:
+def wrapper_cost_lines(summary: pd.DataFrame) -> list[str]:
     """The distributed wrapper's own cost: its world-size-1 throughput against the plain loop's."""
     if "wrapper_cost" not in summary:
-        return
-    for _, r in summary[summary["wrapper_cost"].notna()].iterrows():
-        console.print(f"wrapper's cost: {r['framework']} {r['workload']}/{r['size']} b{r['batch_per_worker']} at world "
-                      f"size 1 ran at {r['wrapper_cost']:.0%} of the plain single-device loop "
-                      f"({r['throughput_median']:.1f} vs {r['plain_throughput']:.1f} {r['sample_unit']}/s)",
-                      highlight=False)
+        return []
+    return [f"wrapper's cost: {r['framework']} {r['workload']}/{r['size']} b{r['batch_per_worker']} at world "
+            f"size 1 ran at {r['wrapper_cost']:.0%} of the plain single-device loop "
+            f"({r['throughput_median']:.1f} vs {r['plain_throughput']:.1f} {r['sample_unit']}/s)"
+            for _, r in summary[summary["wrapper_cost"].notna()].iterrows()]
 
 
 def compares_frameworks(summary: pd.DataFrame) -> bool:
@@ -158,7 +175,7 @@ def frameworks_side_by_side(summary: pd.DataFrame) -> pd.DataFrame:
     return table[shared + names + ["best/worst"]].fillna("-")
 
 
-def print_frameworks(summary: pd.DataFrame, console) -> None:
+def frameworks_table(summary: pd.DataFrame):
     """The side-by-side framework table (:func:`frameworks_side_by_side`) as a rich table."""
     from rich.table import Table
 
@@ -168,7 +185,7 @@ def print_frameworks(summary: pd.DataFrame, console) -> None:
         table.add_column(str(name), justify="right" if name not in ("workload", "size") else "left")
     for _, r in side.iterrows():
         table.add_row(*(str(v) for v in r))
-    console.print(table)
+    return table
 
 
 def _bytes(value: float) -> str:

@@ -7,6 +7,7 @@ prediction error = predicted throughput / measured throughput - 1 (median over r
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -170,13 +171,52 @@ def check(results: pd.DataFrame, comm: pd.DataFrame, overlap: float = 0.0) -> pd
 SUPERLINEAR = 1.05  # measured efficiency above this is not communication's doing
 
 
-def print_check(table: pd.DataFrame, console) -> None:
-    """The check as a rich table, with the mean absolute error."""
-    from rich.table import Table
+def report(results_dir: Path, overlap: float = 0.0, table: pd.DataFrame | None = None) -> list | None:
+    """The scaling model's predictions against the measured runs in ``results_dir`` (or in ``table``, some
+    of its rows), as rich renderables to print; None if there is nothing to compare (no comm or training
+    table)."""
+    from harness.comm import results as comm_results
+    from harness.results import table as results
+
+    if not (Path(results_dir) / comm_results.PARQUET).exists():
+        return None
+    table = results.load(results_dir) if table is None else table
+    if table.empty:
+        return None
+    return check_items(check(table, comm_results.load(results_dir), overlap=overlap))
+
+
+def check_items(table: pd.DataFrame) -> list:
+    """The check as a rich table, then the allreduce fits, the mean absolute error and a warning on
+    superlinear baselines."""
+    from rich.text import Text
 
     if table.empty:
-        console.print("scaling model check: no sweep has both a 1-worker and a multi-worker run measured")
-        return
+        return ["scaling model check: no sweep has both a 1-worker and a multi-worker run measured"]
+    items: list = [_check_table(table)]
+    if "alpha_s" in table:
+        fits = table.dropna(subset=["alpha_s"]).drop_duplicates(["backend", "fit_world_size"])
+        items += [Text(f"allreduce fit, {r['backend']} x{int(r['fit_world_size'])}: t = {r['alpha_s'] * 1e6:.1f} us"
+                       f" + bytes / {r['beta_GBps']:.3f} GB/s") for _, r in fits.iterrows()]
+    if "error" in table and table["error"].notna().any():
+        items.append(f"mean absolute prediction error: {table['error'].abs().mean():.0%} over "
+                     f"{int(table['error'].notna().sum())} configurations. T_N meas. - T_1 is what N workers "
+                     "really added per step; beside the predicted allreduce time it tells the network's share "
+                     "from the rest (on a CPU machine: N processes also split the cores one process had).")
+    superlinear = table[table["measured_efficiency"] > SUPERLINEAR]
+    if len(superlinear):
+        items.append(f"[yellow]{len(superlinear)} configurations measured above {SUPERLINEAR:.0%} efficiency"
+                     "[/yellow]: each of N workers stepped faster than the single worker did, which no "
+                     "communication model explains. The baseline is suspect: on a shared CPU machine the single "
+                     "process gets every core as threads (threads per rank = cores / processes), and threads that "
+                     "wait on each other lose most when other work takes the cores; measure when the machine is "
+                     "quiet.")
+    return items
+
+
+def _check_table(table: pd.DataFrame):
+    from rich.table import Table
+
     overlap = table["overlap"].dropna().iloc[0] if "overlap" in table and table["overlap"].notna().any() else 0.0
     out = Table(title="Scaling model vs measurement on this machine (alpha-beta fit of `rosetta comm`, "
                       f"T_N = T_1 + (1 - {overlap:g}) x exchange time of the run's strategy)")
@@ -196,21 +236,4 @@ def print_check(table: pd.DataFrame, console) -> None:
                     f"{r['predicted_efficiency']:.0%}" if has else "-",
                     "-" if math.isnan(r["measured_efficiency"]) else f"{r['measured_efficiency']:.0%}",
                     f"{r['error']:+.0%}" if has else str(r.get("note")))
-    console.print(out)
-    if "alpha_s" in table:
-        fits = table.dropna(subset=["alpha_s"]).drop_duplicates(["backend", "fit_world_size"])
-        for _, r in fits.iterrows():
-            console.print(f"allreduce fit, {r['backend']} x{int(r['fit_world_size'])}: t = {r['alpha_s'] * 1e6:.1f} us"
-                          f" + bytes / {r['beta_GBps']:.3f} GB/s", highlight=False)
-    if "error" in table and table["error"].notna().any():
-        console.print(f"mean absolute prediction error: {table['error'].abs().mean():.0%} over "
-                      f"{int(table['error'].notna().sum())} configurations. T_N meas. - T_1 is what N workers "
-                      "really added per step; beside the predicted allreduce time it tells the network's share "
-                      "from the rest (on a CPU machine: N processes also split the cores one process had).")
-    superlinear = table[table["measured_efficiency"] > SUPERLINEAR]
-    if len(superlinear):
-        console.print(f"[yellow]{len(superlinear)} configurations measured above {SUPERLINEAR:.0%} efficiency[/yellow]: "
-                      "each of N workers stepped faster than the single worker did, which no communication model "
-                      "explains. The baseline is suspect: on a shared CPU machine the single process gets every core "
-                      "as threads (threads per rank = cores / processes), and threads that wait on each other lose "
-                      "most when other work takes the cores; measure when the machine is quiet.")
+    return out

@@ -6,11 +6,15 @@ stated interconnect (``[published]`` links, presets in interconnects.toml), the 
 the error is predicted minus published efficiency, in percentage points. Assumptions as in the
 model: fixed batch per GPU, fp32 gradients sent in one piece, no overlap of communication with
 compute (so the prediction is a lower bound where the source overlaps).
+
+``reproduction_report``: ``rosetta reproduce``'s report, the measured sweep beside the published figures and
+these predictions.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -66,3 +70,29 @@ def mean_abs_error_pp(rows: pd.DataFrame) -> float:
         return math.nan
     beyond = rows[rows.groupby("series")["workers"].transform("min") < rows["workers"]]
     return float(beyond["error_pp"].abs().mean()) if len(beyond) else math.nan
+
+
+def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
+    """Published, measured and predicted side by side: writes the chart and the Markdown report; returns
+    what to print (the summary table and its notes, the findings, the paths written)."""
+    from rich.text import Text
+
+    from harness.base.errors import UserError
+    from harness.reports import aggregate, charts, reproduce, terminal
+    from harness.results import table as results
+
+    table = results.load(results_dir)
+    table = table[table["sweep_id"] == sweep]
+    if table.empty:
+        raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
+    summary = aggregate.summarize(table)
+    both = reproduce.comparison_table(ref, summary, predicted_rows(ref))
+    chart = reproduce.plot(ref, both, results_dir / f"reproduce-{ref.id}-{sweep}.png")
+    extra = {}
+    if aggregate.compares_strategies(summary):  # SparkNet, 1-bit SGD: throughput, bytes and time to target
+        extra["Strategies side by side"] = charts.plot_strategies(
+            summary, results_dir / f"reproduce-{ref.id}-{sweep}-strategies.png")
+    doc = reproduce.write_markdown(ref, both, chart, results_dir / f"reproduce-{ref.id}-{sweep}.md", sweep,
+                                   summary, extra)
+    return [*terminal.summary_items(summary), *(Text(f"- {line}") for line in reproduce.findings(ref, both, summary)),
+            *(f"chart: {path}" for path in (chart, *extra.values())), f"report: {doc}"]
