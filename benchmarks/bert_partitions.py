@@ -33,7 +33,7 @@ import pandas as pd  # noqa: E402
 
 from benchmarks.emulated_storage import Servers, run_scenario  # noqa: E402
 from harness.base.environment import own_tools_first  # noqa: E402
-from harness.reports import charts  # noqa: E402
+from harness.reports import charts, storage_charts  # noqa: E402
 from harness.results import provenance  # noqa: E402
 from harness.storage import datagen  # noqa: E402
 
@@ -79,7 +79,7 @@ def _s(seconds: float) -> str:
 
 
 def _order(column: pd.Series) -> pd.Series:
-    return column.map(charts.storage_order) if column.name == "storage" else column
+    return column.map(storage_charts.storage_order) if column.name == "storage" else column
 
 
 def plot(loads: pd.DataFrame, path: Path) -> Path:
@@ -92,11 +92,11 @@ def plot(loads: pd.DataFrame, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    backends = sorted(set(loads["storage"]), key=charts.storage_order)
+    backends = sorted(set(loads["storage"]), key=storage_charts.storage_order)
     sizes = sorted(set(loads["ranks"]))
     width = 0.8 / max(len(backends), 1)
     for i, backend in enumerate(backends):
-        label = charts.storage_label(backend)
+        label = storage_charts.storage_label(backend)
         for j, ranks in enumerate(sizes):
             mine = loads[(loads["storage"] == backend) & (loads["ranks"] == ranks)]
             if mine.empty:

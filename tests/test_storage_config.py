@@ -6,7 +6,7 @@ import pytest
 from harness.base.errors import UserError
 from harness.experiment import scenario
 from harness.experiment.matrix import expand
-from harness.reports import charts
+from harness.reports import storage_charts
 from harness.results.table import COLUMNS, to_frame
 
 BASE = """
@@ -58,9 +58,9 @@ def _row(storage, throughput, stall):
 
 
 def test_storage_chart_only_for_real_data(tmp_path):
-    assert charts.plot_storage(to_frame([_row("synthetic", 10.0, None)]), tmp_path / "a.png") is None
+    assert storage_charts.plot_storage(to_frame([_row("synthetic", 10.0, None)]), tmp_path / "a.png") is None
     table = to_frame([_row("synthetic", 10.0, None), _row("local", 8.0, 0.2), _row("cached", 3.0, 0.7)])
-    path = charts.plot_storage(table, tmp_path / "b.png")
+    path = storage_charts.plot_storage(table, tmp_path / "b.png")
     assert path.exists() and path.stat().st_size > 10_000
     assert {"data_stall_frac", "read_mb_s", "loader_throughput", "cache_hit_rate"} <= set(COLUMNS)
 

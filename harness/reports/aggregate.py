@@ -38,50 +38,60 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=CONFIG_KEYS)
     table = latest_attempts(table)
     table["device"] = table["device"].fillna(table["device_requested"])
-    out = []
-    for keys, group in table.groupby(CONFIG_KEYS, dropna=False, sort=True):
-        ok = group[group["status"] == Status.OK.value]
-        tps = ok["throughput"].astype(float).tolist()
-        steps = [t for s in ok["step_times_s"].dropna() for t in json.loads(s)]
-        low, high, kind = metrics.throughput_interval(tps)
-        not_ok = group[group["status"] != Status.OK.value]
-        reached = ok[ok["steps_to_target"].notna()]
-        out.append({
-            **dict(zip(CONFIG_KEYS, keys)),
-            "runs": len(group),
-            "ok": len(ok),
-            "throughput_median": float(pd.Series(tps).median()) if tps else math.nan,
-            "interval_low": low,  # samples/s
-            "interval_high": high,
-            "interval_kind": kind,
-            "step_p50_s": metrics.percentile(steps, 50) if steps else math.nan,
-            "step_p90_s": metrics.percentile(steps, 90) if steps else math.nan,
-            "weights_consistent": bool(ok["weights_consistent"].fillna(False).all()) if len(ok) else None,
-            "bytes_per_step": _median(ok["bytes_per_step"]),
-            "compression_ratio": _median(ok["compression_ratio"]),
-            # columns added within schema versions: a frame made elsewhere may lack them
-            "staleness_mean": _median(ok.get("staleness_mean")),  # asynchronous strategies
-            "staleness_max": _median(ok.get("staleness_max")),
-            "plain_throughput": _median(ok.get("plain_throughput")),
-            "p2p_bytes_per_step": _median(ok.get("p2p_bytes_per_step")),  # pipeline activations (NaN for others)
-            "peak_rss_mb": _median(ok.get("peak_rss_mb")),  # the largest rank's peak, median over repeats
-            "rank_peaks_mb": [json.loads(p) for p in ok.get("rank_peak_rss_mb", pd.Series(dtype=object)).dropna()],  # per repeat, per rank
-            "peak_gpu_allocated_mb": _median(ok.get("peak_gpu_allocated_mb")),  # the largest rank's, median
-            "peak_gpu_reserved_mb": _median(ok.get("peak_gpu_reserved_mb")),
-            "achieved_tflops": _median(ok.get("achieved_tflops")),  # per device, median over repeats
-            "mfu": _median(ok.get("mfu")),  # fraction of the dense peak, median over repeats
-            "peak_source": _first(ok.get("peak_source")),
-            "target_accuracy": _median(group["target_accuracy"]),
-            "evaluated": int(ok["accuracy_curve"].notna().sum()),  # ok repeats with an accuracy curve
-            "reached": len(reached),  # ok repeats that reached the target
-            "steps_to_target": _median(reached["steps_to_target"]),
-            "time_to_target_s": _median(reached["time_to_target_s"]),
-            "final_accuracy": _median(ok["final_accuracy"]),
-            "accuracy_curves": [json.loads(c) for c in ok["accuracy_curve"].dropna()],
-            "status": ", ".join(sorted(set(group["status"]))),
-            "reason": not_ok["reason"].dropna().iloc[0] if not_ok["reason"].notna().any() else None,
-        })
+    out = [_configuration(keys, group) for keys, group in table.groupby(CONFIG_KEYS, dropna=False, sort=True)]
     summary = pd.DataFrame(out)
+    _scaling_efficiency(summary)
+    return summary
+
+
+def _configuration(keys: tuple, group: pd.DataFrame) -> dict:
+    """One configuration's summary row from its repeats' rows (``keys``: its CONFIG_KEYS values)."""
+    ok = group[group["status"] == Status.OK.value]
+    tps = ok["throughput"].astype(float).tolist()
+    steps = [t for s in ok["step_times_s"].dropna() for t in json.loads(s)]
+    low, high, kind = metrics.throughput_interval(tps)
+    not_ok = group[group["status"] != Status.OK.value]
+    reached = ok[ok["steps_to_target"].notna()]
+    return {
+        **dict(zip(CONFIG_KEYS, keys)),
+        "runs": len(group),
+        "ok": len(ok),
+        "throughput_median": float(pd.Series(tps).median()) if tps else math.nan,
+        "interval_low": low,  # samples/s
+        "interval_high": high,
+        "interval_kind": kind,
+        "step_p50_s": metrics.percentile(steps, 50) if steps else math.nan,
+        "step_p90_s": metrics.percentile(steps, 90) if steps else math.nan,
+        "weights_consistent": bool(ok["weights_consistent"].fillna(False).all()) if len(ok) else None,
+        "bytes_per_step": _median(ok["bytes_per_step"]),
+        "compression_ratio": _median(ok["compression_ratio"]),
+        # columns added within schema versions: a frame made elsewhere may lack them
+        "staleness_mean": _median(ok.get("staleness_mean")),  # asynchronous strategies
+        "staleness_max": _median(ok.get("staleness_max")),
+        "plain_throughput": _median(ok.get("plain_throughput")),
+        "p2p_bytes_per_step": _median(ok.get("p2p_bytes_per_step")),  # pipeline activations (NaN for others)
+        "peak_rss_mb": _median(ok.get("peak_rss_mb")),  # the largest rank's peak, median over repeats
+        "rank_peaks_mb": [json.loads(p) for p in ok.get("rank_peak_rss_mb", pd.Series(dtype=object)).dropna()],  # per repeat, per rank
+        "peak_gpu_allocated_mb": _median(ok.get("peak_gpu_allocated_mb")),  # the largest rank's, median
+        "peak_gpu_reserved_mb": _median(ok.get("peak_gpu_reserved_mb")),
+        "achieved_tflops": _median(ok.get("achieved_tflops")),  # per device, median over repeats
+        "mfu": _median(ok.get("mfu")),  # fraction of the dense peak, median over repeats
+        "peak_source": _first(ok.get("peak_source")),
+        "target_accuracy": _median(group["target_accuracy"]),
+        "evaluated": int(ok["accuracy_curve"].notna().sum()),  # ok repeats with an accuracy curve
+        "reached": len(reached),  # ok repeats that reached the target
+        "steps_to_target": _median(reached["steps_to_target"]),
+        "time_to_target_s": _median(reached["time_to_target_s"]),
+        "final_accuracy": _median(ok["final_accuracy"]),
+        "accuracy_curves": [json.loads(c) for c in ok["accuracy_curve"].dropna()],
+        "status": ", ".join(sorted(set(group["status"]))),
+        "reason": not_ok["reason"].dropna().iloc[0] if not_ok["reason"].notna().any() else None,
+    }
+
+
+def _scaling_efficiency(summary: pd.DataFrame) -> None:
+    """Each measured configuration's scaling efficiency against the smallest world size of its series, and
+    the baseline it was measured against (columns ``efficiency``, ``efficiency_baseline``, ``wrapper_cost``)."""
     summary["efficiency"] = math.nan
     summary["efficiency_baseline"] = None
     summary["wrapper_cost"] = summary["throughput_median"] / summary["plain_throughput"]
@@ -95,7 +105,6 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
             summary.loc[idx, "efficiency"] = metrics.scaling_efficiency(
                 row["throughput_median"], int(row["world_size"]), base_tp, int(base["world_size"]))
             summary.loc[idx, "efficiency_baseline"] = label
-    return summary
 
 
 PLAIN_BASELINE = "the plain single-device loop (no DDP wrapper)"

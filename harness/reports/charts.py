@@ -1,4 +1,5 @@
-"""The summary as charts (matplotlib, PNG): scaling, strategies, telemetry, frameworks, step times, storage."""
+"""The summary as charts (matplotlib, PNG): scaling, strategies, telemetry, frameworks, step times (the storage
+axis's chart: storage_charts)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.contract.axes import Status, Storage, values
+from harness.contract.axes import Status
 from harness.reports.aggregate import CONFIG_KEYS, NUMERICS, SERIES_KEYS
 
 
@@ -160,57 +161,12 @@ def plot_strategies(summary: pd.DataFrame, path: Path) -> Path:
         labels = [" ".join([r["strategy"]] + [f"{k}={r[k]}" for k in varying]) for _, r in data.iterrows()]
         x = list(range(len(data)))
         colors = [f"C{i % 10}" for i in x]
-        tp = data["throughput_median"].astype(float)
-        err = error_bars(tp, data)
-        ax_tp.bar(x, tp.fillna(0), yerr=err, color=colors, capsize=4)
-        for i, (_, r) in enumerate(data.iterrows()):
-            if math.isnan(r["throughput_median"]):  # why there is no bar: skipped, diverged, failed
-                ax_tp.annotate(r["status"], (i, 0), ha="center", va="bottom", rotation=90, fontsize=8, color="red")
-        ax_tp.set_ylabel(f"{data['sample_unit'].iloc[0]}/s (median over repeats)")
+        _throughput_panel(ax_tp, data, x, colors)
         ax_tp.set_title(f"{workload}/{size}, {world} workers: throughput")
-        sent = data["bytes_per_step"].astype(float)
-        ax_bytes.bar(x, sent.fillna(0), color=colors)
-        if (sent > 0).any():
-            ax_bytes.set_yscale("log")
-        for i, (b, ratio) in enumerate(zip(sent, data["compression_ratio"].astype(float))):
-            if not math.isnan(b) and not math.isnan(ratio):
-                ax_bytes.annotate(f"{ratio:.1f}x", (i, b), ha="center", va="bottom", fontsize=8)
-        p2p = data["p2p_bytes_per_step"].astype(float)
-        if p2p.notna().any():
-            ax_bytes.bar(x, p2p.fillna(0), bottom=sent.fillna(0), color=colors, hatch="//", alpha=0.5,
-                         label="point-to-point (activations)")
-            ax_bytes.legend(fontsize=8)
-        ax_bytes.set_ylabel("bytes sent per worker per step")
-        ax_bytes.set_title("on the wire (label: less than fp32 allreduce)")
+        _bytes_panel(ax_bytes, data, x, colors)
         plot_rank_peaks(ax_mem, data, x, colors)
-        tta = data["time_to_target_s"].astype(float)
-        ax_tta.bar(x, tta.fillna(0), color=colors)
-        for i, (_, r) in enumerate(data.iterrows()):
-            if r["evaluated"] and not r["reached"]:
-                ax_tta.annotate("not reached", (i, 0), ha="center", va="bottom", rotation=90, fontsize=8, color="red")
-            elif r["reached"]:
-                ax_tta.annotate(f"{r['steps_to_target']:.0f} steps", (i, r["time_to_target_s"]), ha="center",
-                                va="bottom", fontsize=8)
-        target = data["target_accuracy"].dropna()
-        goal = f"{target.iloc[0]:.0%} held-out accuracy" if len(target) else "target"
-        ax_tta.set_ylabel("training seconds (median over repeats)")
-        ax_tta.set_title(f"time to {goal}")
-        if tta.isna().all():  # no axis of seconds around nothing (it would run from -0.04 to 0.04 s)
-            ax_tta.set_yticks([])
-            ax_tta.set_ylabel("")
-            ax_tta.text(0.5, 0.5, "not reached by any run", ha="center", va="center", color="red",
-                        transform=ax_tta.transAxes)
-        for i, (_, r) in enumerate(data.iterrows()):
-            for k, curve in enumerate(r["accuracy_curves"]):
-                ax_curve.plot([p[0] for p in curve], [p[1] for p in curve], color=colors[i],
-                              alpha=1.0 if k == 0 else 0.35, label=labels[i] if k == 0 else None)
-        if len(target):
-            ax_curve.axhline(target.iloc[0], color="grey", linestyle="--", linewidth=1)
-        ax_curve.set_xlabel("training step")
-        ax_curve.set_ylabel("held-out accuracy")
-        ax_curve.set_title("accuracy curves (one line per repeat)")
-        if ax_curve.get_legend_handles_labels()[0]:
-            ax_curve.legend(fontsize=8)
+        _time_to_target_panel(ax_tta, data, x, colors)
+        _accuracy_panel(ax_curve, data, colors, labels)
         for ax in (ax_tp, ax_bytes, ax_mem, ax_tta):
             ax.set_xticks(x)
             ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
@@ -222,6 +178,70 @@ def plot_strategies(summary: pd.DataFrame, path: Path) -> Path:
     fig.suptitle("Rosetta: training strategies side by side (runs that failed, diverged or were skipped have no bar; "
                  f"throughput error bars: {ERROR_BARS})")
     return save_figure(fig, path)
+
+
+def _throughput_panel(ax, data: pd.DataFrame, x: list[int], colors: list[str]) -> None:
+    """Median samples/s per strategy with its error bar; the status where nothing was measured."""
+    tp = data["throughput_median"].astype(float)
+    ax.bar(x, tp.fillna(0), yerr=error_bars(tp, data), color=colors, capsize=4)
+    for i, (_, r) in enumerate(data.iterrows()):
+        if math.isnan(r["throughput_median"]):  # why there is no bar: skipped, diverged, failed
+            ax.annotate(r["status"], (i, 0), ha="center", va="bottom", rotation=90, fontsize=8, color="red")
+    ax.set_ylabel(f"{data['sample_unit'].iloc[0]}/s (median over repeats)")
+
+
+def _bytes_panel(ax, data: pd.DataFrame, x: list[int], colors: list[str]) -> None:
+    """Bytes each worker sends per step (log scale), the ratio to fp32 allreduce on the bars, a pipeline's
+    point-to-point activations hatched on top."""
+    sent = data["bytes_per_step"].astype(float)
+    ax.bar(x, sent.fillna(0), color=colors)
+    if (sent > 0).any():
+        ax.set_yscale("log")
+    for i, (b, ratio) in enumerate(zip(sent, data["compression_ratio"].astype(float))):
+        if not math.isnan(b) and not math.isnan(ratio):
+            ax.annotate(f"{ratio:.1f}x", (i, b), ha="center", va="bottom", fontsize=8)
+    p2p = data["p2p_bytes_per_step"].astype(float)
+    if p2p.notna().any():
+        ax.bar(x, p2p.fillna(0), bottom=sent.fillna(0), color=colors, hatch="//", alpha=0.5,
+               label="point-to-point (activations)")
+        ax.legend(fontsize=8)
+    ax.set_ylabel("bytes sent per worker per step")
+    ax.set_title("on the wire (label: less than fp32 allreduce)")
+
+
+def _time_to_target_panel(ax, data: pd.DataFrame, x: list[int], colors: list[str]) -> None:
+    """Training seconds to the target accuracy (median over repeats), the steps it took on the bars."""
+    tta = data["time_to_target_s"].astype(float)
+    ax.bar(x, tta.fillna(0), color=colors)
+    for i, (_, r) in enumerate(data.iterrows()):
+        if r["evaluated"] and not r["reached"]:
+            ax.annotate("not reached", (i, 0), ha="center", va="bottom", rotation=90, fontsize=8, color="red")
+        elif r["reached"]:
+            ax.annotate(f"{r['steps_to_target']:.0f} steps", (i, r["time_to_target_s"]), ha="center",
+                        va="bottom", fontsize=8)
+    target = data["target_accuracy"].dropna()
+    ax.set_ylabel("training seconds (median over repeats)")
+    ax.set_title(f"time to {f'{target.iloc[0]:.0%} held-out accuracy' if len(target) else 'target'}")
+    if tta.isna().all():  # no axis of seconds around nothing (it would run from -0.04 to 0.04 s)
+        ax.set_yticks([])
+        ax.set_ylabel("")
+        ax.text(0.5, 0.5, "not reached by any run", ha="center", va="center", color="red", transform=ax.transAxes)
+
+
+def _accuracy_panel(ax, data: pd.DataFrame, colors: list[str], labels: list[str]) -> None:
+    """The held-out accuracy curves, one line per repeat, the target dashed."""
+    for i, (_, r) in enumerate(data.iterrows()):
+        for k, curve in enumerate(r["accuracy_curves"]):
+            ax.plot([p[0] for p in curve], [p[1] for p in curve], color=colors[i],
+                    alpha=1.0 if k == 0 else 0.35, label=labels[i] if k == 0 else None)
+    target = data["target_accuracy"].dropna()
+    if len(target):
+        ax.axhline(target.iloc[0], color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out accuracy")
+    ax.set_title("accuracy curves (one line per repeat)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
 
 
 def plot_rank_peaks(ax, data: pd.DataFrame, x: list[int], colors: list[str]) -> None:
@@ -347,52 +367,4 @@ def plot_step_times(table: pd.DataFrame, path: Path) -> Path:
     ax.set_xlabel("time per training step (ms), slowest rank")
     ax.set_title("Per-step times, repeats pooled (box: quartiles; whiskers: 5th-95th percentile)")
     ax.grid(axis="x", alpha=0.3)
-    return save_figure(fig, path)
-
-
-def storage_order(name: str) -> int:
-    """Where a storage backend comes on a chart: its place in the declaration (harness.contract.axes.Storage);
-    a name no longer declared (an old table's) last."""
-    return list(Storage).index(Storage(name)) if name in values(Storage) else len(Storage)
-
-
-def storage_label(name: str) -> str:
-    """A storage backend's name on a chart (its declared label: cold and warm caches told apart)."""
-    return Storage(name).label if name in values(Storage) else name
-
-
-def plot_storage(table: pd.DataFrame, path: Path) -> Path | None:
-    """Throughput (bars) and data-stall fraction (line, right axis) per storage backend, median over
-    repeats, in the style of the published NFS-vs-cache charts; None unless a sweep read real data."""
-    ok = table[(table["status"] == Status.OK.value)]
-    if ok.empty or not (ok["storage"] != "synthetic").any():
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    medians = ok.groupby("storage")[["throughput", "data_stall_frac", "loader_throughput"]].median()
-    names = sorted(medians.index, key=storage_order)
-    medians = medians.loc[names]
-    labels = [storage_label(s) for s in names]
-    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) + 2), 4.5))
-    x = range(len(names))
-    ax.bar([i - 0.2 for i in x], medians["throughput"].astype(float), width=0.4, color="tab:blue",
-           label="training throughput")
-    ax.bar([i + 0.2 for i in x], medians["loader_throughput"].astype(float).fillna(0), width=0.4,
-           color="tab:gray", alpha=0.6, label="input pipeline alone")
-    ax.set_ylabel(f"{ok['sample_unit'].iloc[0]}/s (median over repeats)")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(labels)
-    stall = ax.twinx()
-    stall.plot(list(x), medians["data_stall_frac"].astype(float).fillna(0) * 100, "o-", color="tab:red",
-               label="data stall")
-    stall.set_ylabel("data stall (% of step time waiting for input)")
-    stall.set_ylim(0, 100)
-    handles = ax.get_legend_handles_labels()[0] + stall.get_legend_handles_labels()[0]
-    ax.legend(handles, [h.get_label() for h in handles], loc="upper right", fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    title = " ".join(str(ok[k].iloc[0]) for k in ("workload", "size"))
-    ax.set_title(f"Throughput and data stall per storage backend ({title})")
     return save_figure(fig, path)

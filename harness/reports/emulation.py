@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.contract.axes import Status
-from harness.reports.charts import save_figure, storage_label
+from harness.reports.charts import save_figure
+from harness.reports.storage_charts import storage_label
 
 KEYS = ["framework", "storage", "accelerator", "world_size"]
 

@@ -14,7 +14,7 @@ def sweep_report(results_dir: Path, sweep: str | None, chart: Path | None) -> tu
     """Summarize sweep ``sweep`` of ``results_dir`` (default: the latest; ``all``: every sweep) and write its
     charts (the main one at ``chart``, default ``<results>/report-<sweep>.png``, the others beside it);
     returns the sweep's rows and what to print."""
-    from harness.reports import aggregate, charts, storage_rules, terminal
+    from harness.reports import aggregate, charts, storage_charts, storage_rules, terminal
 
     table, sweep = aggregate.select_sweep(results_dir, sweep)
     summary = aggregate.summarize(table)
@@ -24,7 +24,7 @@ def sweep_report(results_dir: Path, sweep: str | None, chart: Path | None) -> tu
     telemetry_chart = charts.plot_telemetry(table, path.with_name(f"{path.stem}-telemetry.png"))
     if telemetry_chart:
         items.append(f"telemetry chart: {telemetry_chart}")
-    storage_chart = charts.plot_storage(table, path.with_name(f"{path.stem}-storage.png"))
+    storage_chart = storage_charts.plot_storage(table, path.with_name(f"{path.stem}-storage.png"))
     if storage_chart:
         items.append(f"storage chart: {storage_chart}")
     items += emulation_items(table, path)
