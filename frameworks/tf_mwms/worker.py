@@ -17,7 +17,7 @@ import os
 
 from frameworks.shared import image_input
 from frameworks.shared.keras import input_pipeline, runtime, training
-from frameworks.tf_mwms import parameter_server
+from frameworks.tf_mwms import emulated_device, parameter_server
 from frameworks.tf_mwms.mirrored import build_training, make_barrier, make_strategy
 from harness.contract.axes import Compile, Device, Strategy
 from harness.contract.events import EventWriter
