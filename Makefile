@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINES_STAMP := $(VENV)/.installed-engines
 
-.PHONY: quickstart test timing-test bench clean
+.PHONY: quickstart test timing-test bench bench-dlio clean
 
 # The build constraint: chainer's sdist builds only with setuptools < 81 (its setup.py imports pkg_resources).
 # Horovod: built once from its sdist with our patch, cached in ~/.cache/rosetta/horovod/ (tools/install_horovod.py).
@@ -58,6 +58,13 @@ timing-test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/loader.py
+
+# DLIO (MLPerf Storage's tool) beside Rosetta on the same JPEGs; DLIO installs without its declared
+# dependencies (NVIDIA DALI is not installable here), its real ones come with the bench extra.
+bench-dlio: $(STAMP)
+	$(BIN)/python tools/install_packages.py --quiet -e '.[bench]'
+	$(BIN)/python -m pip install --quiet --no-deps dlio-benchmark==2.0.0
+	$(BIN)/python benchmarks/dlio_side_by_side.py
 
 clean:
 	rm -rf $(VENV)
