@@ -105,19 +105,31 @@ def run_rosetta(root: Path, results: Path, count: int, args) -> dict:
     return {k: row[k] for k in ("au", "au_rules", "throughput", "throughput_rules", "potential_caching")}
 
 
-def table(pairs: list[dict]) -> str:
+def step_seconds(au: float, throughput: float, steps: int, batch: int, compute_s: float) -> tuple[float, float]:
+    """From the rules' AU and samples/s of one rank: the first step's seconds (with DLIO, the loader's
+    creation too: its block starts before it) and the later steps' mean (compute_s / AU)."""
+    run_s = steps * batch / throughput
+    later = compute_s / au
+    return run_s - (steps - 1) * later, later
+
+
+def table(pairs: list[dict], steps: int, batch: int, compute_s: float) -> str:
     lines = ["| round | first | DLIO AU | Rosetta AU, DLIO's count | ratio | Rosetta AU, its own | DLIO samples/s | "
-             "Rosetta samples/s, DLIO's count | ratio | Rosetta samples/s, its own | potential_caching DLIO / Rosetta |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Rosetta samples/s, DLIO's count | ratio | Rosetta samples/s, its own | first step s, DLIO / Rosetta | "
+             "later steps s, DLIO / Rosetta | potential_caching DLIO / Rosetta |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, p in enumerate(pairs):
         d, r = p["dlio"], p["rosetta"]
+        (d_first, d_later), (r_first, r_later) = (step_seconds(x, y, steps, batch, compute_s) for x, y in
+                                                  ((d["au"], d["throughput"]), (r["au_rules"], r["throughput_rules"])))
         lines.append(f"| {i + 1} | {p['first']} | {d['au']:.3f} | {r['au_rules']:.3f} | {r['au_rules'] / d['au']:.3f} | "
                      f"{r['au']:.3f} | {d['throughput']:.1f} | {r['throughput_rules']:.1f} | "
                      f"{r['throughput_rules'] / d['throughput']:.3f} | {r['throughput']:.1f} | "
+                     f"{d_first:.2f} / {r_first:.2f} | {d_later:.4f} / {r_later:.4f} | "
                      f"{d['potential_caching']} / {r['potential_caching']} |")
     au = [p["rosetta"]["au_rules"] / p["dlio"]["au"] for p in pairs]
     tput = [p["rosetta"]["throughput_rules"] / p["dlio"]["throughput"] for p in pairs]
-    lines.append(f"| median | | | | {statistics.median(au):.3f} | | | | {statistics.median(tput):.3f} | | |")
+    lines.append(f"| median | | | | {statistics.median(au):.3f} | | | | {statistics.median(tput):.3f} | | | | |")
     return "\n".join(lines)
 
 
@@ -152,7 +164,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     shutil.rmtree(work, ignore_errors=True)
     machine = provenance.machine()
-    text = table(pairs)
+    text = table(pairs, args.count // (args.batch * args.accelerators), args.batch, args.compute_s)
     print(text)
     if not args.no_record:
         dropped = ", ".join(sorted(d.value for d in drops)) if drops != {CacheDrop.NONE} else "not emptied (not root)"

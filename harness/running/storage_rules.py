@@ -70,7 +70,7 @@ def before_launch(spec: RunSpec, ledger: Ledger) -> Before | None:
         drop = page_cache.drop(footprint.local_files if footprint else ())
         if drop == CacheDrop.DROP_CACHES:
             ledger.read_since_drop.clear()
-    key = str(spec.storage_options.get("url"))
+    key = f"{spec.storage_options.get('endpoint_url', '')} {spec.storage_options.get('url')}"  # the same objects
     if drop == CacheDrop.FADVISE:
         ledger.read_since_drop.discard(key)
     read_earlier = key in ledger.read_since_drop
