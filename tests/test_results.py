@@ -61,6 +61,15 @@ def test_version_2_table_reads_back_with_the_flops_and_memory_columns_empty(tmp_
     assert back.loc[0, "schema_version"] == 2 and all(pd.isna(back.loc[0, c]) for c in new)
 
 
+def test_version_3_table_reads_back_with_the_machine_load_columns_empty_and_not_busy(tmp_path):
+    machine = ("other_cpu_share", "load_avg", "steal_share", "cpu_mhz", "machine_busy", "busy_note")
+    frame = results.to_frame([_row(schema_version=3)])[[c for c in results.COLUMNS if c not in machine]]
+    frame.to_parquet(tmp_path / results.PARQUET, index=False)
+    (back,) = results.load(tmp_path).to_dict("records")
+    assert back["schema_version"] == 3 and all(pd.isna(back[c]) for c in machine)
+    assert not results.is_busy(back)  # unknown is judged as before: not busy
+
+
 def test_unreadable_table_is_a_one_line_error(tmp_path):
     results.append(tmp_path, [_row()])
     data = (tmp_path / results.PARQUET).read_bytes()

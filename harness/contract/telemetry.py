@@ -5,17 +5,25 @@ the worker and all its descendants (DataLoader workers included) with psutil, an
 management library answers (nvidia-ml-py), the utilization, memory, power and SM clock of the
 rank's GPU. Samples go to ``telemetry-rank<R>.jsonl`` beside the event records; the row gets
 their summary over the measured window. Without a GPU the GPU fields are empty, never zero.
+
+Each sample also says what else ran on the machine (:mod:`harness.contract.machine_load`): the
+machine's CPU seconds from ``/proc/stat`` (psutil), the rank's own process tree's CPU seconds (the
+supervisor included), the load average and the CPU frequency where the kernel reports one, so that
+a row measured while other processes took the CPUs is marked (``machine_busy``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 import psutil
+
+from harness.contract import machine_load
 
 SAMPLE_S = 0.5
 # Row column -> (sample field, how ranks' samples are combined), in the window.
@@ -36,13 +44,16 @@ def telemetry_path(out_dir: Path, rank: int) -> Path:
 class Sampler:
     """Samples one worker process tree and, if there is one, its GPU."""
 
-    def __init__(self, pid: int, gpu_index: int):
+    def __init__(self, pid: int, gpu_index: int, supervisor_pid: int | None = None):
         self.process = psutil.Process(pid)
+        # the supervisor (this sampler's process) is the run's too: its CPU is not "other" load
+        self.supervisor = psutil.Process(supervisor_pid or os.getpid())
         self._known: dict[int, psutil.Process] = {}
         self.gpu = _nvml_handle(gpu_index)
+        self.machine = machine_load.MachineProbe()
 
     def sample(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"time": time.time(), **self._cpu()}
+        record: dict[str, Any] = {"time": time.time(), **self._cpu(), **self.machine.sample()}
         if self.gpu is not None:
             record.update(_gpu_sample(self.gpu))
         return record
@@ -61,7 +72,8 @@ class Sampler:
                 rss += proc.memory_info().rss
             except psutil.Error:
                 continue
-        return {"cpu_percent": cpu, "rss_mb": rss / 2**20}
+        return {"cpu_percent": cpu, "rss_mb": rss / 2**20,
+                "tree_cpu_s": machine_load.tree_cpu_seconds([self.supervisor, *tree])}
 
 
 def _nvml_handle(index: int):

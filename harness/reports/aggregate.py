@@ -84,6 +84,7 @@ def _configuration(keys: tuple, group: pd.DataFrame) -> dict:
         "time_to_target_s": _median(reached["time_to_target_s"]),
         "final_accuracy": _median(ok["final_accuracy"]),
         "accuracy_curves": [json.loads(c) for c in ok["accuracy_curve"].dropna()],
+        **busy_fields(ok),
         "status": ", ".join(sorted(set(group["status"]))),
         "reason": not_ok["reason"].dropna().iloc[0] if not_ok["reason"].notna().any() else None,
     }
@@ -117,6 +118,15 @@ def baseline(base: pd.Series) -> tuple[float, str]:
     if int(base["world_size"]) == 1 and not math.isnan(base["plain_throughput"]):
         return float(base["plain_throughput"]), PLAIN_BASELINE
     return float(base["throughput_median"]), f"{base['framework']} itself at world size {int(base['world_size'])}"
+
+
+def busy_fields(ok: pd.DataFrame) -> dict[str, object]:
+    """How many ``ok`` repeats were measured on a busy machine (:func:`harness.results.table.is_busy`)
+    and the first one's reason; the figures beside them are not this code's alone."""
+    from harness.results import table as results
+
+    busy = [row for row in ok.to_dict("records") if results.is_busy(row)]
+    return {"busy": len(busy), "busy_note": results.busy_figure(busy[0]) if busy else None}
 
 
 def _median(values: pd.Series | None) -> float:

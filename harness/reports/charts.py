@@ -69,6 +69,22 @@ def baseline_note(summary: pd.DataFrame) -> str:
     return "\n" + "\n".join(textwrap.wrap(f"efficiency vs {'; '.join(used)}", 150)) if used else ""
 
 
+BUSY_LABEL = "measured on a busy machine (other load; see the table's note)"
+
+
+def mark_busy(ax, xs, ys, rows: pd.DataFrame) -> None:
+    """A red ring around each point (or bar top) whose repeats include one measured on a busy machine
+    (summary column ``busy``), labelled once per panel."""
+    if "busy" not in rows:
+        return
+    flagged = [(x, y) for x, y, busy in zip(xs, ys, rows["busy"].fillna(0)) if busy]
+    if not flagged:
+        return
+    labelled = BUSY_LABEL in ax.get_legend_handles_labels()[1]
+    ax.scatter(*zip(*flagged), s=180, facecolors="none", edgecolors="red", linewidths=1.5, zorder=5,
+               label=None if labelled else BUSY_LABEL)
+
+
 def _series_label(row: pd.Series, varying: list[str]) -> str:
     return " ".join([row["framework"]] + [f"{k}={row[k]}" for k in varying if k != "framework"])
 
@@ -106,6 +122,7 @@ def plot(summary: pd.DataFrame, path: Path) -> Path:
             ax_eff.plot(x, series["efficiency"] * 100, marker="o", label=label, color=line[0].get_color())
             if "mfu" in series and series["mfu"].notna().any():
                 ax_mfu.plot(x, series["mfu"] * 100, marker="o", label=label, color=line[0].get_color())
+            mark_busy(ax_tp, x, y, series)
         ax_tp.set_title(f"{workload}: throughput vs workers")
         ax_tp.set_xlabel("workers (world size)")
         ax_tp.set_ylabel(f"{unit}/s (median over repeats)")
@@ -326,6 +343,7 @@ def plot_bars(summary: pd.DataFrame, path: Path, by: str = "framework") -> Path:
             pos = [x - 0.4 + width * (i + 0.5) for x in xs]
             color = colors.setdefault(bar, cycle[len(colors) % len(cycle)])
             ax.bar(pos, ys, width * 0.95, yerr=[low, high], capsize=3, label=bar, color=color)
+            mark_busy(ax, pos, ys, rows.loc[[worlds[w] for w in xs]].reset_index(drop=True))
             for p, y in zip(pos, ys):
                 # the value inside the bar's foot, clear of the error bar
                 ax.annotate(f"{y:,.0f}" if y >= 100 else f"{y:.3g}", (p, 0),  # 22,600, never 2.26e+04 textcoords="offset points", xytext=(0, 3), ha="center",

@@ -53,6 +53,7 @@ def summary_items(summary: pd.DataFrame) -> list:
             "spread) - do not trust these figures"))
     items += utilization_note_items(summary)
     items += [Text(line) for line in wrapper_cost_lines(summary)]
+    items += busy_items(summary)
     items += [Text.from_markup(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
                                f"{r['status']}[/yellow] - {escape(r['reason'])}")
               for _, r in summary[summary["reason"].notna()].iterrows()]
@@ -71,7 +72,7 @@ def _cells(summary: pd.DataFrame) -> dict:
         **{key: (lambda r, key=key: str(r[key])) for key in NUMERICS},
         "device": lambda r: str(r["device"]),
         "ok/runs": lambda r: f"{r['ok']}/{r['runs']}",
-        "samples/s": lambda r: (f"{r['throughput_median']:.1f}" if not math.isnan(r["throughput_median"])
+        "samples/s": lambda r: (f"{r['throughput_median']:.1f}{busy_mark(r)}" if not math.isnan(r["throughput_median"])
                                 else f"[red]{r['status']}[/red]"),
         "unit": lambda r: r["sample_unit"],
         "spread": _interval,
@@ -220,6 +221,26 @@ def _efficiency(r: pd.Series) -> str:
 
 def _interval(r: pd.Series) -> str:
     return metrics.interval_text(r["interval_low"], r["interval_high"], r["interval_kind"], r["ok"])
+
+
+BUSY_MARK = "[yellow]*[/yellow]"
+
+
+def busy_mark(row: pd.Series) -> str:
+    return BUSY_MARK if row.get("busy", 0) else ""
+
+
+def busy_items(summary: pd.DataFrame) -> list:
+    """A footnote per configuration with repeats measured on a busy machine (marked * in the table)."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    if "busy" not in summary:
+        return []
+    return [Text.from_markup(f"{BUSY_MARK} {r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
+                             f"{r['busy']} of {r['ok']} repeats measured on a busy machine "
+                             f"({escape(str(r['busy_note']))}); its figures are not this code's alone")
+            for _, r in summary[summary["busy"] > 0].iterrows()]
 
 
 def _ms(seconds: float) -> str:

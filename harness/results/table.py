@@ -21,13 +21,14 @@ import pandas as pd
 
 from harness.base.errors import UserError
 
-SCHEMA_VERSION = 3  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
+SCHEMA_VERSION = 4  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
 # added within 2 (older rows read back with them empty): stage_layers, stage_flops_shares, stage_time_shares,
 # partitions_loaded, partition_load_s_p50, partition_load_s_max, partition_load_mb_s; rules, dataset_bytes ...
 # mlperf_replication_spread (the page-cache flag and MLPerf Storage's rules);
 # 3: model FLOPs and MFU (model_flops_per_sample ... mfu), peak memory of every strategy's ranks (peak_rss_mb
-# now from every rank's supervisor) and accelerator memory (peak_gpu_*)
-READABLE_VERSIONS = (1, 2, 3)  # older tables read back with the new columns empty
+# now from every rank's supervisor) and accelerator memory (peak_gpu_*);
+# 4: what else ran on the machine (other_cpu_share, load_avg, steal_share, cpu_mhz, machine_busy, busy_note)
+READABLE_VERSIONS = (1, 2, 3, 4)  # older tables read back with the new columns empty (machine_busy: unknown)
 
 # Column -> pandas dtype. Order is the order in files.
 COLUMNS: dict[str, str] = {
@@ -78,6 +79,12 @@ COLUMNS: dict[str, str] = {
     "gpu_power_w": "Float64",  # mean GPU power draw (W)
     "gpu_sm_clock_mhz": "Float64",  # mean SM clock (MHz)
     "telemetry_samples": "Int64",  # samples in the window, all ranks together
+    "other_cpu_share": "Float64",  # CPU time of processes outside the run / the machine's CPU time, window (busiest machine)
+    "load_avg": "Float64",  # mean 1-minute load average over the window (the run's own threads included)
+    "steal_share": "Float64",  # CPU time the hypervisor gave to other guests / the machine's CPU time (0 on bare metal)
+    "cpu_mhz": "Float64",  # mean current CPU frequency (MHz) where the kernel reports it, slowest machine
+    "machine_busy": "boolean",  # other load beyond harness.contract.machine_load's thresholds (empty: not sampled)
+    "busy_note": "string",  # why machine_busy: the other load, oversubscribed cores, steal
     "first_loss": "Float64",
     "last_loss": "Float64",
     "bytes_per_step": "Float64",  # bytes one rank hands to collectives per measured step (payload; max over ranks)
@@ -233,6 +240,22 @@ def load_table(fmt: TableFormat, results_dir: Path) -> pd.DataFrame:
         raise UserError(f"{path}: {fmt.label} schema versions {sorted(versions)}; this harness reads "
                         f"{', '.join(map(str, sorted(readable)))}")
     return frame_of(fmt, frame.to_dict("records"))  # columns added since it was written come back empty
+
+
+def is_busy(row: Mapping[str, Any]) -> bool:
+    """Whether a row was measured on a busy machine (``machine_busy`` true); False where it is empty
+    (a row from before version 3, or a run without telemetry): such rows are judged as before."""
+    value = row.get("machine_busy")
+    return bool(value) if value is not None and not pd.isna(value) else False
+
+
+def busy_figure(row: Mapping[str, Any]) -> str:
+    """A busy row's reason in a few words, for verdicts that leave it unjudged."""
+    note = row.get("busy_note")
+    if isinstance(note, str) and note:
+        return note
+    share = row.get("other_cpu_share")
+    return f"other processes used {share:.0%} of the CPUs" if share is not None and not pd.isna(share) else "machine busy"
 
 
 def _first_line(exc: BaseException) -> str:

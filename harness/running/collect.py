@@ -11,7 +11,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from harness.contract import telemetry
+from harness.contract import machine_load, telemetry
 from harness.contract.axes import Status
 from harness.contract.events import IMAGE_FILE, RankRecord
 from harness.contract.spec import RunSpec
@@ -168,9 +168,11 @@ def measurement_fields(ranks: list[RankRecord], run_dir: Path) -> dict[str, Any]
     samples = [r.window["samples"] for r in timed]
     windows = [r.window["seconds"] for r in timed]
     losses = ranks[0].losses
+    sampled = [(telemetry.read(run_dir, r.rank), r.window.get("start_time", math.inf),
+                r.window.get("end_time", -math.inf)) for r in timed]
     return {
-        **telemetry.summarize((telemetry.read(run_dir, r.rank), r.window.get("start_time", math.inf),
-                               r.window.get("end_time", -math.inf)) for r in timed),
+        **telemetry.summarize(sampled),
+        **machine_load.summarize(sampled),
         "throughput": metrics.run_throughput(samples, windows),
         "samples_measured": sum(samples),
         "window_s": max(windows),
