@@ -6,20 +6,29 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.results.compare import FAILED, MISSING, NEW, REGRESSION, Cell, gate_failed
+from harness.results.compare import (GATE_FAILING, INCONCLUSIVE, MISSING, NEW, NOT_JUDGED, SKIPPED, Cell,
+                                     gate_failed)
 
-VERDICTS_FORMAT = 1  # of the JSON document; bump when a field changes meaning
-FAILING = (REGRESSION, FAILED)  # a JUnit failure
-NOT_COMPARED = (MISSING, NEW)  # a JUnit skip: on one side only
+VERDICTS_FORMAT = 2  # of the JSON document; bump when a field changes meaning (2: alpha, inconclusive, not judged, skipped)
+FAILING = GATE_FAILING  # a JUnit failure
+NOT_COMPARED = (MISSING, NEW, INCONCLUSIVE, NOT_JUDGED, SKIPPED)  # a JUnit skip: no verdict, and why
+# Characters XML 1.0 cannot hold even escaped (terminal colour codes in a log line a reason quotes)
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _finite(value: Any) -> Any:
-    return None if isinstance(value, float) and math.isnan(value) else value
+    """JSON has no NaN or Infinity: null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
 
 
 def describe(cell: Cell) -> str:
@@ -35,6 +44,7 @@ def describe(cell: Cell) -> str:
 def verdicts(cells: Sequence[Cell], title: str) -> dict[str, Any]:
     """The comparison as a JSON-ready document (NaN as null; changes are fractions of throughput)."""
     return {"format": VERDICTS_FORMAT, "title": title, "gate_failed": gate_failed(cells),
+            "alpha": cells[0].alpha if cells else None,
             "configurations": [{k: _finite(v) for k, v in {**asdict(c), "provenance": list(c.provenance),
                                                             "summary": describe(c)}.items()} for c in cells]}
 
@@ -44,16 +54,16 @@ def junit_xml(cells: Sequence[Cell], title: str) -> str:
     failures = sum(c.verdict in FAILING for c in cells)
     skipped = sum(c.verdict in NOT_COMPARED for c in cells)
     suites = ET.Element("testsuites", name="rosetta compare", tests=str(len(cells)), failures=str(failures))
-    suite = ET.SubElement(suites, "testsuite", name=title, tests=str(len(cells)), failures=str(failures),
+    suite = ET.SubElement(suites, "testsuite", name=_xml_text(title), tests=str(len(cells)), failures=str(failures),
                           errors="0", skipped=str(skipped))
     for cell in cells:
-        case = ET.SubElement(suite, "testcase", classname="rosetta." + ".".join(cell.label.split()[:2]),
-                             name=cell.label)
-        text = describe(cell) + "".join(f"\nprovenance differs: {p}" for p in cell.provenance)
+        case = ET.SubElement(suite, "testcase", classname=_xml_text("rosetta." + ".".join(cell.label.split()[:2])),
+                             name=_xml_text(cell.label))
+        text = _xml_text(describe(cell) + "".join(f"\nprovenance differs: {p}" for p in cell.provenance))
         if cell.verdict in FAILING:
-            ET.SubElement(case, "failure", message=describe(cell), type=cell.verdict).text = text
+            ET.SubElement(case, "failure", message=_xml_text(describe(cell)), type=cell.verdict).text = text
         elif cell.verdict in NOT_COMPARED:
-            ET.SubElement(case, "skipped", message=describe(cell))
+            ET.SubElement(case, "skipped", message=_xml_text(describe(cell)))
         else:
             ET.SubElement(case, "system-out").text = text
     ET.indent(suites)
@@ -64,7 +74,9 @@ def markdown(cells: Sequence[Cell], title: str) -> str:
     """A Markdown table of the verdicts, failing ones first, then the provenance differences."""
     head = "**gate failed**" if gate_failed(cells) else "gate passed"
     failing = sum(c.verdict in FAILING for c in cells)
-    lines = [f"### {title}", "", f"{head}: {failing} of {len(cells)} configurations regressed or failed.", "",
+    unjudged = sum(c.verdict in (INCONCLUSIVE, NOT_JUDGED) for c in cells)
+    also = f" {unjudged} inconclusive or not judged (see their notes)." if unjudged else ""
+    lines = [f"### {title}", "", f"{head}: {failing} of {len(cells)} configurations regressed or failed.{also}", "",
              "| configuration | verdict | change | 95% CI | noise | baseline | current | note |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for c in sorted(cells, key=lambda c: c.verdict not in FAILING):
@@ -87,7 +99,7 @@ def write(cells: Sequence[Cell], title: str, junit: Path | None = None, markdown
     """Write each requested file; return the paths written."""
     written = []
     for path, text in ((junit, lambda: junit_xml(cells, title)), (markdown_path, lambda: markdown(cells, title)),
-                       (json_path, lambda: json.dumps(verdicts(cells, title), indent=2) + "\n")):
+                       (json_path, lambda: json.dumps(verdicts(cells, title), indent=2, allow_nan=False) + "\n")):
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text())

@@ -6,7 +6,11 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from harness.results.compare import ALPHA, FAILED, IMPROVEMENT, MISSING, NEW, REGRESSION, SAME, Cell
+from harness.results.compare import (ALPHA, FAILED, IMPROVEMENT, INCONCLUSIVE, MIN_LAUNCHES, MISSING, NEW, NOT_JUDGED,
+                                     REGRESSION, SAME, SKIPPED, Cell)
+
+COLOUR = {REGRESSION: "red", FAILED: "red", IMPROVEMENT: "green", SAME: "white", MISSING: "yellow", NEW: "yellow",
+          INCONCLUSIVE: "yellow", NOT_JUDGED: "yellow", SKIPPED: "white"}
 
 
 def print_comparison(cells: Sequence[Cell], console=None, title: str = "") -> None:
@@ -21,8 +25,7 @@ def print_comparison(cells: Sequence[Cell], console=None, title: str = "") -> No
                          ("change", "right"), ("change 95% CI (bootstrap)", "right"), ("noise", "right"), ("p (U test)", "right"),
                          ("repeats", "right"), ("verdict", "left"), ("provenance", "left")]:
         table.add_column(col, justify=justify)
-    colour = {REGRESSION: "red", FAILED: "red", IMPROVEMENT: "green", SAME: "white", MISSING: "yellow",
-              NEW: "yellow"}
+    colour = COLOUR
     for c in cells:
         measured = not math.isnan(c.change)
         table.add_row(
@@ -38,9 +41,12 @@ def print_comparison(cells: Sequence[Cell], console=None, title: str = "") -> No
             "[yellow]differs[/yellow]" if c.provenance else "same",
         )
     console.print(table)
-    console.print("baseline/current: samples/s of the fastest launch (global batch / its median step time); "
-                  "change: in throughput, negative = slower; noise: threshold learned from the baseline's "
-                  f"own spread; verdict needs |change| > noise, p < {ALPHA} and a CI that excludes 0", highlight=False)
+    alpha = cells[0].alpha if cells else ALPHA
+    console.print("baseline/current: samples/s of the fastest launch (global batch / its median step time, or its "
+                  "mean where the note says throughput); change: in throughput, negative = slower; noise: threshold "
+                  f"learned from the baseline's own spread; verdict needs |change| > noise, p < {alpha:g}, a CI that "
+                  f"excludes 0 and {MIN_LAUNCHES} launches a side (else inconclusive); a side measured on a busy "
+                  "machine is not judged", highlight=False)
     for c in cells:
         for line in c.provenance:
             console.print(f"[yellow]provenance differs[/yellow] for {escape(c.label)}: {escape(line)}",

@@ -4,16 +4,17 @@ Rows are matched by ``config_id`` (the full configuration: every dimension, the
 workload options and the seed). For each configuration the raw per-step samples
 of every repeat (``step_times_s``) are used, not only the per-repeat summary:
 
-* location of a side = the fastest launch's median step time (s). Each repeat's
-  median discards spikes inside a run; taking the fastest of the repeats discards
-  launches slowed by the machine, because on a shared machine timing noise only
-  ever adds time (Chen & Revels 2016, "Robust benchmarking in noisy environments",
-  the rule BenchmarkTools.jl uses);
+* location of a side = the fastest launch's mean step time (s), i.e. its throughput: a
+  stall in some steps lowers throughput and so moves the location, where a median would not
+  see it. Taking the fastest of the repeats discards launches slowed by the machine, because
+  on a shared machine timing noise only ever adds time (Chen & Revels 2016, "Robust
+  benchmarking in noisy environments", the rule BenchmarkTools.jl uses); launches measured on
+  a busy machine (``machine_busy``) are left out first;
 * change = baseline location / current location - 1, in throughput terms: -0.10
   means the current code processes 10% fewer samples per second;
 * noise threshold, learned from the baseline's own spread: the largest change the
   location shows when one baseline repeat is left out (a jackknife; with a single
-  repeat, the gap between the medians of its two halves), never below ``floor``;
+  repeat, the gap between the means of its two halves), never below ``floor``;
 * significance: a two-sided Mann-Whitney U test (scipy) of the pooled per-step
   times of the two sides;
 * a 95% confidence interval of the change by a two-level bootstrap (repeats, then
@@ -22,7 +23,11 @@ of every repeat (``step_times_s``) are used, not only the per-repeat summary:
 A change is a regression (or an improvement) only when it is beyond the threshold,
 the U test gives p < ``alpha`` *and* the bootstrap interval excludes zero (the U
 test alone treats every step as independent and so is overconfident when whole
-launches shift; the interval is not). Provenance (hardware and software facts) is
+launches shift; the interval is not), from at least ``MIN_LAUNCHES`` launches a side.
+A change beyond the threshold without that evidence is ``inconclusive``, never "no
+change"; a side measured only on a busy machine, or with step times that are not
+finite, is ``not judged``; a run skipped here is ``skipped``. Only a regression or a
+run that now fails fails the gate. Provenance (hardware and software facts) is
 compared for every configuration and every difference is reported next to it.
 """
 
@@ -33,7 +38,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,6 +46,7 @@ import pandas as pd
 from harness.base.errors import UserError
 from harness.contract.axes import Status
 from harness.results import table as results
+from harness.results.metrics import bootstrap_ci, mann_whitney_p, welch_p  # noqa: F401 - compare's API too
 
 # Facts that must match for a comparison to mean "same machine, same software".
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "gpu_model", "gpu_count", "gpu_driver")
@@ -49,9 +55,16 @@ PROVENANCE_FIELDS = HARDWARE_FIELDS + SOFTWARE_FIELDS
 
 ALPHA = 0.01  # significance level of the U test
 FLOOR = 0.03  # the smallest threshold, as a fraction of throughput (2-4% launch-to-launch here)
+# Launches a side needs for a verdict: the threshold is learned from the baseline's launch-to-launch
+# spread (one launch has none), and a single current launch is as likely a slow launch as slow code.
+MIN_LAUNCHES = 2
 
 REGRESSION, IMPROVEMENT, SAME, FAILED, MISSING, NEW = (
     "regression", "improvement", "no change", "failed", "missing", "new")
+INCONCLUSIVE = "inconclusive"  # beyond the noise, without the evidence a verdict needs
+NOT_JUDGED = "not judged"  # a side measured only on a busy machine, or step times that are not finite
+SKIPPED = "skipped"  # the current run was skipped here (this machine cannot run it): not a failure
+GATE_FAILING = (REGRESSION, FAILED)
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,11 @@ class Side:
 
     def location(self) -> float:
         """The fastest launch's median step time (s)."""
-        return fastest_median(self.steps)
+        return fastest(self.steps, statistics.median)
+
+    def window_location(self) -> float:
+        """The fastest launch's mean step time (s): its measured window over its steps, i.e. its throughput."""
+        return fastest(self.steps, statistics.fmean)
 
 
 @dataclass(frozen=True)
@@ -89,75 +106,74 @@ class Cell:
     unit: str = "samples"
     provenance: tuple[str, ...] = field(default_factory=tuple)  # "field: baseline -> current"
     note: str = ""
+    alpha: float = ALPHA  # the significance level the verdict was judged at
+
+
+def fastest(steps: Sequence[Sequence[float]], statistic: Callable = statistics.median) -> float:
+    """The smallest per-launch ``statistic`` of the step times (s): the fastest launch's."""
+    return min(statistic(s) for s in steps if len(s))
 
 
 def fastest_median(steps: Sequence[Sequence[float]]) -> float:
-    return min(statistics.median(s) for s in steps if len(s))
+    return fastest(steps, statistics.median)
 
 
-def noise_threshold(steps: Sequence[Sequence[float]], floor: float = FLOOR) -> float:
-    """How much the location moves on the baseline alone (a fraction): jackknife over repeats,
-    or with one repeat the gap between its halves; at least ``floor``."""
+def noise_threshold(steps: Sequence[Sequence[float]], floor: float = FLOOR,
+                    statistic: Callable = statistics.median) -> float:
+    """How much the location (the fastest launch's ``statistic``) moves on the baseline alone (a
+    fraction): jackknife over repeats, or with one repeat the gap between its halves; at least ``floor``."""
     steps = [list(s) for s in steps if len(s)]
     if len(steps) >= 2:
-        full = fastest_median(steps)
-        moves = [abs(full / fastest_median(steps[:i] + steps[i + 1:]) - 1) for i in range(len(steps))]
+        full = fastest(steps, statistic)
+        moves = [abs(full / fastest(steps[:i] + steps[i + 1:], statistic) - 1) for i in range(len(steps))]
     else:
         only = steps[0]
         half = len(only) // 2
         if half < 2:
             return max(floor, 1.0)  # nothing to learn from: only huge changes count
-        a, b = statistics.median(only[:half]), statistics.median(only[half:])
+        a, b = statistic(only[:half]), statistic(only[half:])
         moves = [abs(a / b - 1)]
     return max(floor, max(moves))
 
 
-def bootstrap_ci(base: Sequence[Sequence[float]], cur: Sequence[Sequence[float]], *, resamples: int = 2000,
-                 seed: int = 0) -> tuple[float, float]:
-    """95% interval of the change (throughput fraction) by resampling repeats, then steps."""
-    rng = np.random.default_rng(seed)
-    base = [np.asarray(s, dtype=float) for s in base if len(s)]
-    cur = [np.asarray(s, dtype=float) for s in cur if len(s)]
-
-    def location(side: list[np.ndarray]) -> np.ndarray:
-        # per resample: pick repeats with replacement, resample each one's steps, take the fastest median
-        picks = rng.integers(0, len(side), size=(resamples, len(side)))
-        out = np.full(resamples, np.inf)
-        for col in range(len(side)):
-            for idx in np.unique(picks[:, col]):
-                rows = np.nonzero(picks[:, col] == idx)[0]
-                s = side[idx]
-                med = np.median(s[rng.integers(0, len(s), size=(len(rows), len(s)))], axis=1)
-                out[rows] = np.minimum(out[rows], med)
-        return out
-
-    change = location(base) / location(cur) - 1
-    low, high = np.percentile(change, [2.5, 97.5])
-    return float(low), float(high)
-
-
-def mann_whitney_p(base: Sequence[Sequence[float]], cur: Sequence[Sequence[float]]) -> float:
-    from scipy.stats import mannwhitneyu
-
-    a = [t for s in base for t in s]
-    b = [t for s in cur for t in s]
-    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+def _judge(change: float, threshold: float, p: float, low: float, high: float, alpha: float) -> str:
+    if p < alpha and change < -threshold and high < 0:
+        return REGRESSION
+    if p < alpha and change > threshold and low > 0:
+        return IMPROVEMENT
+    return SAME
 
 
 def compare_sides(base: Side, cur: Side, *, alpha: float = ALPHA, floor: float = FLOOR) -> dict:
-    """The statistics and verdict of one configuration measured on both sides."""
+    """The statistics and verdict of one configuration measured on both sides.
+
+    First the typical step (the fastest launch's median step time, the U test); where that finds no
+    change, the whole window (the fastest launch's mean step time, i.e. throughput, Welch's t test):
+    throughput that moved beyond its own noise *and* further than the typical step did is a stall in
+    some steps (or its end), judged on the window's statistics, or ``inconclusive`` without their evidence.
+    """
     change = base.location() / cur.location() - 1
     threshold = noise_threshold(base.steps, floor)
     p = mann_whitney_p(base.steps, cur.steps)
     low, high = bootstrap_ci(base.steps, cur.steps)
-    if p < alpha and change < -threshold and high < 0:
-        verdict = REGRESSION
-    elif p < alpha and change > threshold and low > 0:
-        verdict = IMPROVEMENT
-    else:
-        verdict = SAME
-    return {"change": change, "threshold": threshold, "p_value": p, "ci_low": low, "ci_high": high,
-            "verdict": verdict}
+    typical = {"change": change, "threshold": threshold, "p_value": p, "ci_low": low, "ci_high": high,
+               "verdict": _judge(change, threshold, p, low, high, alpha), "note": "", "by_window": False}
+    if typical["verdict"] != SAME:
+        return typical
+    window = base.window_location() / cur.window_location() - 1
+    window_threshold = noise_threshold(base.steps, floor, statistics.fmean)
+    if abs(window) <= 2 * window_threshold or abs(window - change) <= window_threshold or window * (window - change) < 0:
+        return typical
+    wp = welch_p(base.steps, cur.steps)
+    wlow, whigh = bootstrap_ci(base.steps, cur.steps, statistic=np.mean)
+    verdict = _judge(window, window_threshold, wp, wlow, whigh, alpha)
+    note = (f"throughput {window:+.1%}, the median step {change:+.1%}: "
+            f"{'slower' if window < 0 else 'faster'} in some steps")
+    if verdict == SAME:
+        verdict = INCONCLUSIVE
+        note += f", not significant (Welch p {wp:.2g}; 95% CI {wlow:+.1%} .. {whigh:+.1%}): more repeats or steps"
+    return {"change": window, "threshold": window_threshold, "p_value": wp, "ci_low": wlow, "ci_high": whigh,
+            "verdict": verdict, "note": note, "by_window": True}
 
 
 # ---------------------------------------------------------------- tables of results
@@ -194,9 +210,70 @@ def previous_sweep(source: str | Path) -> str:
 
 
 def _side(group: pd.DataFrame) -> Side:
+    """Every ``ok`` repeat with step times (busy or not)."""
     ok = group[(group["status"] == Status.OK.value) & group["step_times_s"].notna()]
     return Side(steps=tuple(tuple(json.loads(s)) for s in ok["step_times_s"]),
                 throughputs=tuple(float(t) for t in ok["throughput"]))
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """One side's rows of a configuration, sorted by what they can say."""
+
+    quiet: Side  # ok, finite step times, machine not busy (or not sampled)
+    busy: Side  # ok, finite step times, measured on a busy machine
+    busy_notes: tuple[str, ...]
+    not_finite: int  # ok rows whose step times are not all finite and positive
+    failed: tuple[tuple[str, str], ...]  # (status, reason) of rows that did not complete, skips aside
+    skipped: tuple[str, ...]  # reasons
+    total: int
+
+
+def _finite_steps(text: str) -> tuple[float, ...] | None:
+    try:
+        steps = tuple(float(t) for t in json.loads(text))
+    except (TypeError, ValueError):
+        return None
+    return steps if steps and all(math.isfinite(t) and t > 0 for t in steps) else None
+
+
+def repeats_of(group: pd.DataFrame) -> Repeats:
+    quiet, busy, notes, bad, failed, skipped = [], [], [], 0, [], []
+    for row in group.to_dict("records"):
+        status, reason = str(row["status"]), row.get("reason")
+        reason = str(reason) if isinstance(reason, str) else ""
+        if status == Status.SKIPPED.value:
+            skipped.append(reason)
+        elif status != Status.OK.value:
+            failed.append((status, reason))
+        elif (steps := _finite_steps(row.get("step_times_s"))) is None:
+            bad += 1
+        elif results.is_busy(row):
+            busy.append(steps)
+            notes.append(results.busy_figure(row))
+        else:
+            quiet.append(steps)
+    side = lambda steps: Side(tuple(steps), ())  # noqa: E731
+    return Repeats(side(quiet), side(busy), tuple(notes), bad, tuple(failed), tuple(skipped), len(group))
+
+
+def _shown(value: object) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else repr(value)
+
+
+def check_alpha(alpha: float) -> float:
+    """``alpha`` if it is a significance level (0 < alpha < 1), else a UserError naming it."""
+    if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:  # NaN fails both comparisons
+        raise UserError(f"--alpha {_shown(alpha)}: a significance level between 0 and 1 (exclusive), e.g. {ALPHA}")
+    return float(alpha)
+
+
+def check_floor(floor: float) -> float:
+    """``floor`` if it is a fraction of throughput (0 <= floor < 1), else a UserError naming it."""
+    if not isinstance(floor, (int, float)) or not 0 <= floor < 1:
+        raise UserError(f"--floor {_shown(floor)}: the smallest noise threshold, a fraction of throughput from 0 to "
+                        f"below 1, e.g. {FLOOR}")
+    return float(floor)
 
 
 def label_of(row: pd.Series) -> str:
@@ -227,36 +304,73 @@ def provenance_changes(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[str, ...]
 def compare_tables(baseline: pd.DataFrame, current: pd.DataFrame, *, alpha: float = ALPHA,
                    floor: float = FLOOR) -> list[Cell]:
     """One :class:`Cell` per configuration present on either side, baseline order first."""
+    alpha, floor = check_alpha(alpha), check_floor(floor)
     cells = []
-    ids = list(dict.fromkeys(list(baseline["config_id"]) + list(current["config_id"])))
-    for config_id in ids:
+    for config_id in dict.fromkeys(list(baseline["config_id"]) + list(current["config_id"])):
         b = baseline[baseline["config_id"] == config_id]
         c = current[current["config_id"] == config_id]
         first = (b if len(b) else c).iloc[0]
-        common = {"config_id": config_id, "label": label_of(first), "unit": str(first["sample_unit"])}
-        bs, cs = _side(b), _side(c)
-        if not len(b) or not bs.repeats:
-            note = "not in the baseline" if not len(b) else "nothing measured in the baseline"
-            cells.append(Cell(verdict=NEW, current_repeats=cs.repeats, note=note, **common))
-            continue
-        if not len(c):
-            cells.append(Cell(verdict=MISSING, baseline_repeats=bs.repeats, note="not run in current", **common))
-            continue
-        provenance = provenance_changes(b, c)
-        if not cs.repeats:
-            reasons = c["reason"].dropna()
-            note = ", ".join(sorted(set(c["status"]))) + (f": {reasons.iloc[0]}" if len(reasons) else "")
-            cells.append(Cell(verdict=FAILED, baseline_repeats=bs.repeats, provenance=provenance,
-                              note=note, **common))
-            continue
-        stats = compare_sides(bs, cs, alpha=alpha, floor=floor)
-        batch = int(first["global_batch"])
-        cells.append(Cell(baseline_rate=batch / bs.location(), current_rate=batch / cs.location(),
-                          baseline_repeats=bs.repeats, current_repeats=cs.repeats, provenance=provenance,
-                          **stats, **common))
+        common = {"config_id": config_id, "label": label_of(first), "unit": str(first["sample_unit"]),
+                  "alpha": alpha}
+        cells.append(_cell(b, c, int(first["global_batch"]), common, alpha, floor))
     return cells
 
 
+def _cell(b: pd.DataFrame, c: pd.DataFrame, batch: int, common: dict, alpha: float, floor: float) -> Cell:
+    """The comparison of one configuration's rows on both sides."""
+    br, cr = repeats_of(b), repeats_of(c)
+    b_measured = br.quiet.repeats + br.busy.repeats + br.not_finite
+    c_measured = cr.quiet.repeats + cr.busy.repeats + cr.not_finite
+    if not len(b) or not b_measured:
+        note = "not in the baseline" if not len(b) else "nothing measured in the baseline"
+        return Cell(verdict=NEW, current_repeats=c_measured, note=note, **common)
+    if not len(c):
+        return Cell(verdict=MISSING, baseline_repeats=b_measured, note="not run in current", **common)
+    provenance = provenance_changes(b, c)
+    if not c_measured:
+        verdict = FAILED if cr.failed else SKIPPED
+        first = cr.failed[0] if cr.failed else (SKIPPED, cr.skipped[0] if cr.skipped else "")
+        statuses = ", ".join(sorted({status for status, _ in cr.failed} or {SKIPPED}))
+        note = statuses + (f": {first[1]}" if first[1] else "")
+        return Cell(verdict=verdict, baseline_repeats=b_measured, provenance=provenance, note=note, **common)
+    counts = {"baseline_repeats": b_measured, "current_repeats": c_measured, "provenance": provenance}
+    bad = [f"{r.not_finite} of {r.total} {name} repeats" for name, r in (("baseline", br), ("current", cr))
+           if r.not_finite]
+    if bad:
+        return Cell(verdict=NOT_JUDGED, note=f"step times not finite (NaN, infinite or not positive) in "
+                                             f"{' and '.join(bad)}", **counts, **common)
+    bs, cs = br.quiet if br.quiet.repeats else br.busy, cr.quiet if cr.quiet.repeats else cr.busy
+    stats = compare_sides(bs, cs, alpha=alpha, floor=floor)
+    note, by_window = stats.pop("note"), stats.pop("by_window")
+    notes = [note] if note else []
+    busy_sides = [name for name, r in (("baseline", br), ("current", cr)) if not r.quiet.repeats]
+    if busy_sides:
+        figure = (cr if "current" in busy_sides else br).busy_notes[0]
+        notes.insert(0, f"machine busy in the {' and '.join(busy_sides)} ({figure}): would be {stats['verdict']}")
+        stats["verdict"] = NOT_JUDGED
+    elif stats["verdict"] in (REGRESSION, IMPROVEMENT) and min(bs.repeats, cs.repeats) < MIN_LAUNCHES:
+        notes.insert(0, f"{stats['verdict']} by the statistics, from {bs.repeats}/{cs.repeats} launches; a "
+                        f"verdict needs {MIN_LAUNCHES} a side")
+        stats["verdict"] = INCONCLUSIVE
+    notes += _left_out(br, "baseline") + _left_out(cr, "current")
+    location = (lambda side: side.window_location()) if by_window else (lambda side: side.location())
+    return Cell(baseline_rate=batch / location(bs), current_rate=batch / location(cs),
+                note="; ".join(notes), **{**counts, "baseline_repeats": bs.repeats, "current_repeats": cs.repeats},
+                **stats, **common)
+
+
+def _left_out(r: Repeats, name: str) -> list[str]:
+    """The repeats a verdict did not use: busy ones beside quiet ones, failed ones (named)."""
+    notes = []
+    if r.quiet.repeats and r.busy.repeats:
+        notes.append(f"{r.busy.repeats} of {r.total} {name} repeats left out: machine busy ({r.busy_notes[0]})")
+    if r.failed:
+        status, reason = r.failed[0]
+        notes.append(f"{len(r.failed)} of {r.total} {name} repeats {status}" + (f": {reason}" if reason else ""))
+    return notes
+
+
 def gate_failed(cells: Sequence[Cell]) -> bool:
-    """True when a CI gate should fail: a significant regression, or a run that failed now."""
-    return any(c.verdict in (REGRESSION, FAILED) for c in cells)
+    """True when a CI gate should fail: a significant regression, or a run that failed now (inconclusive,
+    not judged and skipped do not)."""
+    return any(c.verdict in GATE_FAILING for c in cells)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from typing import Callable, Sequence
+
+import numpy as np
 
 # Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30; beyond that, 1.96 is close enough.
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -124,3 +126,49 @@ def time_to_target(curve: Sequence[tuple[int, float]], step_seconds: Sequence[fl
         if accuracy >= target:
             return step, math.fsum(step_seconds[:step])
     return None, None
+
+
+# ---------------------------------------------------------------- two sides of a comparison (rosetta compare)
+
+
+def bootstrap_ci(base: Sequence[Sequence[float]], cur: Sequence[Sequence[float]], *, resamples: int = 2000,
+                 seed: int = 0, statistic: Callable = np.median) -> tuple[float, float]:
+    """95% interval of the change (throughput fraction) by resampling repeats, then steps; the location
+    is the fastest launch's ``statistic`` (np.median or np.mean, taking an ``axis``)."""
+    rng = np.random.default_rng(seed)
+    base = [np.asarray(s, dtype=float) for s in base if len(s)]
+    cur = [np.asarray(s, dtype=float) for s in cur if len(s)]
+
+    def location(side: list[np.ndarray]) -> np.ndarray:
+        # per resample: pick repeats with replacement, resample each one's steps, take the fastest location
+        picks = rng.integers(0, len(side), size=(resamples, len(side)))
+        out = np.full(resamples, np.inf)
+        for col in range(len(side)):
+            for idx in np.unique(picks[:, col]):
+                rows = np.nonzero(picks[:, col] == idx)[0]
+                s = side[idx]
+                value = statistic(s[rng.integers(0, len(s), size=(len(rows), len(s)))], axis=1)
+                out[rows] = np.minimum(out[rows], value)
+        return out
+
+    change = location(base) / location(cur) - 1
+    low, high = np.percentile(change, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def mann_whitney_p(base: Sequence[Sequence[float]], cur: Sequence[Sequence[float]]) -> float:
+    from scipy.stats import mannwhitneyu
+
+    a = [t for s in base for t in s]
+    b = [t for s in cur for t in s]
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def welch_p(base: Sequence[Sequence[float]], cur: Sequence[Sequence[float]]) -> float:
+    """Welch's t test of the pooled step times' means (two-sided): throughput, where the U test asks
+    about the typical step."""
+    from scipy.stats import ttest_ind
+
+    a = [t for s in base for t in s]
+    b = [t for s in cur for t in s]
+    return float(ttest_ind(a, b, equal_var=False).pvalue)
