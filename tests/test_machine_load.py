@@ -85,6 +85,8 @@ def test_busy_rules():
     assert big["other_cpu_share"] < machine_load.BUSY_SHARE and big["machine_busy"]
     assert "oversubscribes" in big["busy_note"]
     assert machine_load.machine_figures([_span(64, 33.0, 32.0, threads=32)])["machine_busy"] is False
+    # a GPU run's 16 CPU threads mostly wait: one other core on a 16-core machine with cores to spare is not busy
+    assert machine_load.machine_figures([_span(16, 3.0, 2.0, threads=16)])["machine_busy"] is False
     # steal: the hypervisor's neighbours
     stolen = machine_load.machine_figures([_span(4, 2.0, 2.0, steal=0.6, threads=2)])
     assert stolen["machine_busy"] and "steal" in stolen["busy_note"]

@@ -16,8 +16,9 @@ seconds are added by the sampler. Over the measured window, per machine:
   current frequency (``scaling_cur_freq``, else ``/proc/cpuinfo``; empty where neither answers).
 
 A row is ``machine_busy`` when, on any of its machines, other processes used at least ``BUSY_SHARE``
-of the CPUs, or steal took at least ``BUSY_STEAL_SHARE``, or the run's compute threads plus the other
-load exceed the cores by ``OVERSUBSCRIBED_CORES`` or more (see docs/measurement.md for why these).
+of the CPUs, or steal took at least ``BUSY_STEAL_SHARE``, or, with every core in use, the run's compute
+threads plus the other load exceed the cores by ``OVERSUBSCRIBED_CORES`` or more (see
+docs/measurement.md for why these).
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ import psutil
 # one busy process takes on 2 to 4 cores.
 BUSY_SHARE = 0.10
 BUSY_STEAL_SHARE = 0.10  # a hypervisor taking a tenth of the CPU time, as a busy neighbour would
-# Compute threads and other runnable processes beyond the cores by this much: threads of one parallel
-# region wait for the one that was preempted, so the loss is far above the other load's share.
+# Compute threads and other runnable processes beyond the cores by this much, while the cores are all in
+# use: threads of one parallel region wait for the one that was preempted, so the loss is far above the
+# other load's share. (A GPU run's CPU threads mostly wait: with cores to spare nothing is preempted.)
 OVERSUBSCRIBED_CORES = 0.5
+SATURATED = 0.9  # the machine's process CPU time / its CPU time at which every core counts as in use
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
@@ -169,7 +172,8 @@ def machine_figures(spans: list[RankSpan]) -> dict[str, Any]:
     share = other / cores if cores > 0 else 0.0
     steal = sum(s.steal_cores for s in spans) / len(spans) / cores if cores > 0 else 0.0
     threads = sum(s.threads for s in spans) if all(s.threads for s in spans) else None
-    oversubscribed = threads is not None and threads + other >= round(cores) + OVERSUBSCRIBED_CORES
+    saturated = cores > 0 and busy / cores >= SATURATED
+    oversubscribed = saturated and threads is not None and threads + other >= round(cores) + OVERSUBSCRIBED_CORES
     reasons = []
     if share >= BUSY_SHARE or oversubscribed:
         reasons.append(f"other processes used {share:.0%} of the {round(cores)} CPUs ({other:.1f} cores)")
