@@ -87,6 +87,10 @@ def test_telemetry_is_sampled_off_the_training_process(write_scenario, tmp_path)
     run_dir = tmp_path / "results" / "runs" / row["sweep_id"] / row["run_id"].split("/")[1]
     samples = [json.loads(line) for line in (run_dir / "telemetry-rank1.jsonl").read_text().splitlines()]
     assert samples and all("cpu_percent" in s for s in samples)
+    # what else ran: both ranks on this machine, their trees the run's; busy or not as the machine was
+    assert {s["boot_id"] for s in samples} == {open("/proc/sys/kernel/random/boot_id").read().strip()}
+    assert 0 <= row["other_cpu_share"] <= 1 and 0 <= row["steal_share"] < 1 and row["load_avg"] >= 0
+    assert row["machine_busy"] == (row["busy_note"] is not None)
     from harness.reports import charts
 
     table = results.load(tmp_path / "results")
