@@ -71,7 +71,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--at", choices=["reduced", "published"], default="reduced",
                    help="reduced: the reference's run at this machine's scale (default); published: its published "
                         "configuration (GPUs per node, nodes per point, batch, precision, data)")
-    p.add_argument("--launcher", default="auto", help="with --at published: torchrun, mpirun, slurm, kubernetes, ... "
+    p.add_argument("--launcher", default="auto", help="with --at published: torchrun, mpirun, slurm, kubernetes, azureml, ... "
                                                       "(default: each framework's own)")
     p.add_argument("--dry-run", action="store_true", help="with --at published: write every point's job script or "
                                                           "manifest under RESULTS/dry-run/, launch nothing")
@@ -176,9 +176,13 @@ def _published_scenario(ref, args: argparse.Namespace):
 
     from harness.reports import published
 
-    cluster = args.launcher in ("slurm", "kubernetes")
+    from harness import launchers
+
+    engine = launchers.module(args.launcher) if args.launcher in launchers.REGISTRY else None
+    cluster = bool(getattr(engine, "CLUSTER", False))  # a scheduler's nodes: this machine's GPUs do not bound it
     gpus_per_node = ref.published.gpus_per_node if ref.published and args.device == "cuda" else 0
-    options = {args.launcher: {"gpus_per_node": gpus_per_node}} if cluster and gpus_per_node else {}
+    takes_gpus = engine is not None and "gpus_per_node" in engine.Options.__dataclass_fields__
+    options = {args.launcher: {"gpus_per_node": gpus_per_node}} if cluster and takes_gpus and gpus_per_node else {}
     scenario = published.published_scenario(
         ref, launcher=args.launcher, device=args.device, size=args.size, batch_per_worker=args.batch,
         precision=args.precision, launcher_options=options,

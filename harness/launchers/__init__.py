@@ -10,7 +10,9 @@ Each launcher is a module named in ``REGISTRY`` that defines
   ``[launcher_options.<name>]`` table (unknown keys are errors);
 - ``command(request) -> LaunchCommand``;
 - ``unsupported_reason(spec) -> str | None``: why it cannot start the run here
-  (a missing engine, too many nodes), which makes the run a ``skipped`` row.
+  (a missing engine, too many nodes), which makes the run a ``skipped`` row;
+- optionally ``CLUSTER = True``: it hands the run to a cluster's scheduler, whose nodes this
+  machine's GPUs do not bound (``rosetta reproduce --at published``).
 
 Adding a launcher means adding its module and a line here.
 """
@@ -34,6 +36,7 @@ REGISTRY: dict[str, str] = {
     "slurm": "harness.launchers.slurm",
     "kubernetes": "harness.launchers.kubernetes",
     "podman": "harness.launchers.podman",
+    "azureml": "harness.launchers.azureml",
 }
 AUTO = "auto"  # the framework's own default launcher
 

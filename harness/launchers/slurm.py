@@ -29,6 +29,7 @@ from harness.launchers import (
 )
 
 SCRIPT = "job.sbatch"
+CLUSTER = True  # runs on a scheduler's nodes: `reproduce --at published` sets no limit from this machine
 
 
 class ContainerRuntime(str, Enum):
