@@ -183,7 +183,7 @@ def test_kubernetes_tfjob_has_one_pod_per_rank():
 def test_the_kind_defaults_to_the_frameworks_own():
     job = _pytorchjob()
     assert job["kind"] == "PyTorchJob"
-    with pytest.raises(UserError, match=r"kind: must be one of auto, PyTorchJob, MPIJob, TFJob"):
+    with pytest.raises(UserError, match=r"kind: must be one of auto, PyTorchJob, MPIJob, TFJob, TrainJob"):
         get("kubernetes")(_request("kubernetes", launcher_options={"kind": "RayJob"}))
 
 
@@ -194,3 +194,82 @@ def test_tf_config_gives_the_rank():
     assert rank_from_env({"TF_CONFIG": tf_config}) == 1
     assert torch_variables({"TF_CONFIG": tf_config})["WORLD_SIZE"] == "2"
     assert torch_variables({"TF_CONFIG": tf_config, "OMPI_COMM_WORLD_RANK": "0"})["RANK"] == "0"
+
+
+# ------------------------------------------------------------------ Kubeflow Trainer v2: TrainJob
+
+def _crd_schema(name: str) -> dict:
+    """A vendored CRD schema (tests/data, from kubeflow/trainer v2.3.0), made strict as
+    ``kubectl apply --validate=strict`` is: a field the schema does not know is an error, not pruned."""
+    schema = yaml.load((SCHEMA.parent / f"{name}-v1alpha1.schema.yaml").read_text(), Loader=yaml.CSafeLoader)
+
+    def strict(node):
+        if isinstance(node, dict):
+            if ("properties" in node and "additionalProperties" not in node
+                    and not node.get("x-kubernetes-preserve-unknown-fields")):
+                node["additionalProperties"] = False
+            for value in node.values():
+                strict(value)
+        elif isinstance(node, list):
+            for value in node:
+                strict(value)
+        return node
+    return strict(schema)
+
+
+@pytest.mark.parametrize("framework", [name for name in __import__("frameworks").names()
+                                       if "kubernetes" in __import__("frameworks").get(name).launchers])
+def test_every_kubernetes_framework_gets_a_trainjob_that_validates(framework):
+    import frameworks
+
+    jsonschema = pytest.importorskip("jsonschema")
+    info = frameworks.get(framework)
+    options = {"kind": "TrainJob", "gpus_per_node": 8, "cpu": "96", "memory": "1Ti", "node_selector": ("gpu=h100",)}
+    request = LaunchRequest(spec(launcher="kubernetes", framework=framework, nodes=4, procs_per_node=8,
+                                 launcher_options=options), info.worker_module, Path("/res/runs/S1/0007/spec.json"),
+                            "/venv/bin/python", cpu_count=64, repo_root=Path("/repo"))
+    command = get("kubernetes")(request)
+    job = yaml.safe_load(command.files["job.yaml"])
+    schema = _crd_schema("trainjob")
+    jsonschema.validate(job, schema)
+    with pytest.raises(jsonschema.ValidationError, match="'workingDir' was unexpected"):  # strict: a trainer has none
+        jsonschema.validate({**job, "spec": {**job["spec"], "trainer": {**job["spec"]["trainer"], "workingDir": "/"}}},
+                            schema)
+    assert (job["apiVersion"], job["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    trainer = job["spec"]["trainer"]
+    assert (trainer["numNodes"], trainer["numProcPerNode"], trainer["image"]) == (4, 8, info.image)
+    assert trainer["resourcesPerNode"]["limits"] == {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8"}
+    assert trainer["command"][:3] == ["env", "-C", "/opt/rosetta"]  # the repository, where the image holds it
+    assert trainer["command"][-3:] == ["harness.contract.worker", info.worker_module, "/res/runs/S1/0007/spec.json"]
+    assert {"name": "OMP_NUM_THREADS", "value": "12"} in trainer["env"]
+    (patch,) = job["spec"]["runtimePatches"]
+    for replicated in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+        pod = replicated["template"]["spec"]["template"]["spec"]
+        assert {"name": "results", "mountPath": "/res"} in pod["containers"][0]["volumeMounts"]
+        assert pod["nodeSelector"] == {"gpu": "h100"}
+    runtime = job["spec"]["runtimeRef"]["name"]
+    assert command.argv[:3] == ("kubectl", "wait", "--for=condition=Complete") and command.argv[4] == "trainjob"
+    if info.kubernetes_job != "MPIJob":  # torch-distributed's PET_* variables give torchrun the nodes and rendezvous
+        assert runtime == "torch-distributed" and "runtime.yaml" not in command.files
+        assert trainer["command"][3:7] == ["python", "-m", "torch.distributed.run", "--no-python"]
+        return
+    assert runtime == f"rosetta-mpi-{info.image.split('/')[-1].split(':')[0]}"
+    assert trainer["command"][3:6] == ["mpirun", "-np", "32"]
+    assert command.setup == (("kubectl", "apply", "-f", "/res/runs/S1/0007/runtime.yaml",
+                              "-f", "/res/runs/S1/0007/job.yaml"),)
+    made = yaml.safe_load(command.files["runtime.yaml"])
+    jsonschema.validate(made, _crd_schema("clustertrainingruntime"))
+    assert made["metadata"]["name"] == runtime and made["spec"]["mlPolicy"]["mpi"]["mpiImplementation"] == "OpenMPI"
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for replicated in made["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": replicated["template"]["spec"]["template"]["spec"]}
+        kubernetes_validate.validate(pod, "1.37.0", strict=True)
+        assert pod["spec"]["containers"][0]["image"] == info.image  # the node pods run the framework's image
+
+
+def test_a_named_runtime_is_referenced_and_not_written():
+    command = get("kubernetes")(_request("kubernetes", framework="horovod_torch",
+                                         launcher_options={"kind": "TrainJob", "runtime": "site-mpi"}))
+    assert yaml.safe_load(command.files["job.yaml"])["spec"]["runtimeRef"]["name"] == "site-mpi"
+    assert list(command.files) == ["job.yaml"]

@@ -7,7 +7,10 @@
   image's sshd, so an MPI image needs openssh-server;
 - ``TFJob`` (Training Operator, kubeflow.org/v1): one Worker pod per rank, each handed its
   TF_CONFIG by the operator (TensorFlow's MultiWorkerMirroredStrategy); ``cpu``, ``memory``
-  and ``gpus_per_node`` are then per pod, that is per rank.
+  and ``gpus_per_node`` are then per pod, that is per rank;
+- ``TrainJob`` (Kubeflow Trainer v2, trainer.kubeflow.org/v1alpha1), chosen with ``kind = "TrainJob"``:
+  the same pods under a ClusterTrainingRuntime, torch-distributed or an MPI runtime
+  (:mod:`harness.launchers.kubeflow_trainer`).
 
 The kind is the framework's (``FrameworkInfo.kubernetes_job``) unless ``kind`` says otherwise.
 With kubectl and a configured cluster, the manifest is applied and the harness waits for
@@ -35,12 +38,15 @@ from harness.launchers import (
     LaunchRequest,
     framework_image,
     options,
+    kubeflow_trainer,
     results_root,
     worker_argv,
     worker_env,
 )
 
 MANIFEST = "job.yaml"
+RUNTIME = "runtime.yaml"  # an MPI TrainJob's ClusterTrainingRuntime (kubeflow_trainer.mpi_runtime)
+CLUSTER = True  # runs on a scheduler's nodes: `reproduce --at published` sets no limit from this machine
 
 
 class JobKind(str, Enum):
@@ -48,6 +54,7 @@ class JobKind(str, Enum):
     PYTORCHJOB = "PyTorchJob"
     MPIJOB = "MPIJob"
     TFJOB = "TFJob"
+    TRAINJOB = "TrainJob"  # Kubeflow Trainer v2 (harness.launchers.kubeflow_trainer), the runtime by framework
 
 
 API_VERSIONS = {JobKind.PYTORCHJOB: "kubeflow.org/v1", JobKind.MPIJOB: "kubeflow.org/v2beta1",
@@ -71,6 +78,9 @@ class Options:
     results_claim: str = "rosetta-results"
     master_port: int = field(default=23456, metadata={"min": 1, "max": 65535})
     kind: JobKind = JobKind.AUTO
+    # kind TrainJob: the ClusterTrainingRuntime; "": torch-distributed, or for MPI frameworks rosetta-mpi-<image>
+    # (written beside the job as runtime.yaml)
+    runtime: str = ""
 
 
 def job_name(request: LaunchRequest) -> str:
@@ -94,6 +104,8 @@ def image(request: LaunchRequest) -> str:
 def manifest(request: LaunchRequest) -> dict[str, Any]:
     """The job manifest of the run's kind (see the module's docstring for the pods of each)."""
     spec, opts, kind = request.spec, options(request), job_kind(request)
+    if kind == JobKind.TRAINJOB:
+        return train_job(request)
     return {
         "apiVersion": API_VERSIONS[kind],
         "kind": kind.value,
@@ -145,6 +157,44 @@ def tfjob_replicas(request: LaunchRequest) -> dict[str, Any]:
 REPLICAS = {JobKind.PYTORCHJOB: pytorchjob_replicas, JobKind.MPIJOB: mpijob_replicas, JobKind.TFJOB: tfjob_replicas}
 
 
+def uses_mpi(request: LaunchRequest) -> bool:
+    """Whether the framework's ranks are started by mpirun (its declared kind is MPIJob)."""
+    import frameworks
+
+    return kubeflow_trainer.uses_mpi(frameworks.get(request.spec.framework).kubernetes_job)
+
+
+def runtime_name(request: LaunchRequest) -> str:
+    """The TrainJob's ClusterTrainingRuntime: the ``runtime`` option, else Kubeflow's torch-distributed, or
+    for an MPI framework Rosetta's MPI runtime for its image (the node pods run the runtime's image)."""
+    chosen = options(request).runtime
+    if chosen or not uses_mpi(request):
+        return chosen or kubeflow_trainer.TORCH_RUNTIME
+    repository = image(request).rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    slug = "".join(c if c.isalnum() else "-" for c in repository.lower()).strip("-")
+    return f"{kubeflow_trainer.MPI_RUNTIME}-{slug}"[:63].rstrip("-")
+
+
+def train_job(request: LaunchRequest) -> dict[str, Any]:
+    """A Kubeflow Trainer v2 TrainJob: torchrun under torch-distributed's variables, or mpirun from the MPI
+    runtime's launcher (the same pods as the v1 kinds: image, variables, resources, results volume)."""
+    spec, opts, mpi = request.spec, options(request), uses_mpi(request)
+    template = pod_template(request, JobKind.MPIJOB, [], name=kubeflow_trainer.NODE)["spec"]
+    container = template["containers"][0]
+    if mpi:
+        argv = mpijob_replicas(request)["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    else:  # torchrun reads nodes, processes per node, node rank and rendezvous from the PET_* variables
+        argv = [opts.python, "-m", "torch.distributed.run", "--no-python", opts.python, *worker_argv(request)]
+    pods = kubeflow_trainer.Pods(
+        name=job_name(request), namespace=opts.namespace,
+        labels={"app.kubernetes.io/part-of": "rosetta", "rosetta/config": spec.config_id()},
+        image=container["image"], env=container["env"], resources=container["resources"],
+        volumes=template["volumes"], mounts=container["volumeMounts"], node_selector=template.get("nodeSelector", {}))
+    # a trainer has no working folder of its own: env -C (coreutils) starts the command in the repository
+    return kubeflow_trainer.train_job(pods, runtime_name(request), ["env", "-C", opts.workdir, *argv], spec.nodes,
+                                      spec.procs_per_node, mpi)
+
+
 def _node_cpus(opts: Options) -> int | None:
     return int(float(opts.cpu)) if opts.cpu.replace(".", "", 1).isdigit() else None
 
@@ -183,14 +233,19 @@ def pod_template(request: LaunchRequest, kind: JobKind, argv: list[str], name: s
 
 
 def command(request: LaunchRequest) -> LaunchCommand:
-    """Apply the manifest, then wait for the job's Succeeded condition (the run's timeout bounds it)."""
-    spec, opts = request.spec, options(request)
-    path, name = str(request.run_dir / MANIFEST), job_name(request)
-    target = (job_kind(request).value.lower(), name, "--namespace", opts.namespace)
+    """Apply the manifest (and an MPI TrainJob's runtime), then wait for the job's Succeeded condition
+    (a TrainJob's: Complete); the run's timeout bounds the wait."""
+    spec, opts, kind = request.spec, options(request), job_kind(request)
+    files = {MANIFEST: yaml.safe_dump(manifest(request), sort_keys=False)}
+    if kind == JobKind.TRAINJOB and uses_mpi(request) and not opts.runtime:
+        files[RUNTIME] = yaml.safe_dump(kubeflow_trainer.mpi_runtime(runtime_name(request), image(request)),
+                                        sort_keys=False)
+    applied = [a for name in sorted(files, key=lambda f: f != RUNTIME) for a in ("-f", str(request.run_dir / name))]
+    target = (kind.value.lower(), job_name(request), "--namespace", opts.namespace)
+    done = "Complete" if kind == JobKind.TRAINJOB else "Succeeded"
     return LaunchCommand(
-        ("kubectl", "wait", "--for=condition=Succeeded", f"--timeout={int(spec.timeout_s)}s", *target),
-        files={MANIFEST: yaml.safe_dump(manifest(request), sort_keys=False)},
-        setup=(("kubectl", "apply", "-f", path),),
+        ("kubectl", "wait", f"--for=condition={done}", f"--timeout={int(spec.timeout_s)}s", *target),
+        files=files, setup=(("kubectl", "apply", *applied),),
         abort=(("kubectl", "delete", "--ignore-not-found", *target),))
 
 
