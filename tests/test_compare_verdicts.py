@@ -59,6 +59,8 @@ def test_skipped_is_not_failed_and_a_failed_repeat_beside_a_verdict_is_named():
     (cell,) = _cells(_rows("a", _steady(2, 10)), [skipped])
     assert cell.verdict == compare.SKIPPED and "not installed: chainer" in cell.note
     assert not compare.gate_failed([cell])
+    (cell,) = _cells([{**skipped, "reason": "chainer has no bert"}], [skipped])  # the quickstart's Chainer BERT
+    assert cell.verdict == compare.SKIPPED and cell.note == "skipped on both sides: not installed: chainer"
     failed = {**_rows("a", [[0.1]])[0], "status": "timeout", "reason": "no exit within 300 s", "step_times_s": None}
     (cell,) = _cells(_rows("a", _steady(3, 20)), _rows("a", _steady(2, 20, seed=3)) + [failed])
     assert cell.verdict == compare.SAME

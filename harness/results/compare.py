@@ -321,6 +321,8 @@ def _cell(b: pd.DataFrame, c: pd.DataFrame, batch: int, common: dict, alpha: flo
     br, cr = repeats_of(b), repeats_of(c)
     b_measured = br.quiet.repeats + br.busy.repeats + br.not_finite
     c_measured = cr.quiet.repeats + cr.busy.repeats + cr.not_finite
+    if len(b) and not b_measured and not c_measured and cr.skipped and not cr.failed:
+        return Cell(verdict=SKIPPED, note=f"skipped on both sides: {cr.skipped[0]}", **common)
     if not len(b) or not b_measured:
         note = "not in the baseline" if not len(b) else "nothing measured in the baseline"
         return Cell(verdict=NEW, current_repeats=c_measured, note=note, **common)
