@@ -22,7 +22,7 @@ def print_comparison(cells: Sequence[Cell], console=None, title: str = "") -> No
     console = console or Console()
     table = Table(title=escape(title or "rosetta compare"))
     for col, justify in [("configuration", "left"), ("baseline", "right"), ("current", "right"),
-                         ("change", "right"), ("change 95% CI (bootstrap)", "right"), ("noise", "right"), ("p (U test)", "right"),
+                         ("change", "right"), ("change 95% CI (bootstrap)", "right"), ("noise", "right"), ("p", "right"),
                          ("repeats", "right"), ("verdict", "left"), ("provenance", "left")]:
         table.add_column(col, justify=justify)
     colour = COLOUR
@@ -43,7 +43,8 @@ def print_comparison(cells: Sequence[Cell], console=None, title: str = "") -> No
     console.print(table)
     alpha = cells[0].alpha if cells else ALPHA
     console.print("baseline/current: samples/s of the fastest launch (global batch / its median step time, or its "
-                  "mean where the note says throughput); change: in throughput, negative = slower; noise: threshold "
+                  "mean where the note says throughput); change: in throughput, negative = slower; p: U test of the "
+                  "step times (Welch's t of their means where the note says throughput); noise: threshold "
                   f"learned from the baseline's own spread; verdict needs |change| > noise, p < {alpha:g}, a CI that "
                   f"excludes 0 and {MIN_LAUNCHES} launches a side (else inconclusive); a side measured on a busy "
                   "machine is not judged", highlight=False)
