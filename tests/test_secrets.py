@@ -166,3 +166,84 @@ def test_masking_by_value_never_touches_dimensions_but_masks_free_text(monkeypat
     assert clean["workload"] == "resnet50" and clean["framework"] == "torch_ddp"
     assert clean["reason"] == "rank 0: key *** refused for resnet50"  # the dimension's value is public anyway
     assert clean["spec"] == '{"account": "***"}'
+
+
+# ------------------------------------------------------------------ what a killed harness leaves
+
+def test_files_of_a_run_that_never_finished_are_scrubbed_by_rebuild(monkeypatch, tmp_path, capsys):
+    """Any file name a launcher writes (SLURM's slurm-<job>.out, a sub-folder's), not only the harness's own."""
+    from harness.cli import main as cli
+
+    secret = token_source.token_hex(12)
+    monkeypatch.setenv("STORAGE_PASSWORD", secret)
+    out = tmp_path / "results"
+    killed = out / "runs" / "s1" / "0000"
+    (killed / "ranks").mkdir(parents=True)
+    leftovers = {"launcher.log": f"password {secret}\n", "slurm-4242.out": f"s3://AKIA:{secret}/x+y@bucket\n",
+                 "ranks/rank0.err": f"HF_TOKEN={secret}\n"}
+    for name, text in leftovers.items():
+        (killed / name).write_text(text)
+    finished = out / "runs" / "s1" / "0001"
+    finished.mkdir()
+    results.write_row_json(finished / "row.json", {"schema_version": 2, "sweep_id": "s1", "run_id": "s1/0001",
+                                                   "status": "ok", "timestamp": "t"})
+    assert cli.main(["rebuild", "--results", str(out)]) == 0
+    assert "masked credentials in 3 files of runs that never finished" in capsys.readouterr().out
+    for name in leftovers:
+        assert secret not in (killed / name).read_text(), name
+    assert (killed / "launcher.log").stat().st_mode & 0o777 == 0o666 & ~results.umask()
+
+
+KILLED = """
+name = "killed"
+[settings]
+warmup_steps = 1
+measured_steps = 4
+repeats = 1
+timeout_s = 300
+device = "cpu"
+[matrix]
+framework = "faulty_ddp"
+workload = "resnet50"
+size = "tiny"
+procs_per_node = 1
+batch_per_worker = 2
+"""
+
+
+def test_a_harness_killed_mid_run_leaves_a_private_log_that_resume_scrubs(monkeypatch, write_scenario, tmp_path):
+    """A real sweep: a rank prints a secret and hangs; the harness is SIGKILLed while the run is still going. Its folder holds the secret in clear, readable by its owner alone, until
+    ``run --resume`` scrubs it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from harness.cli import main as cli
+    from tests import faults
+
+    secret = token_source.token_hex(16)
+    out, path = tmp_path / "results", write_scenario(KILLED)
+    env = {**os.environ, "ROSETTA_TEST_SECRET": secret, "ROSETTA_TEST_FAULT": "leak:0:0"}
+    code = ("import sys, frameworks; frameworks.REGISTRY['faulty_ddp'] = 'tests.faults'; "
+            "from harness.cli import main; main.main(sys.argv[1:])")
+    harness = subprocess.Popen([sys.executable, "-c", code, "run", str(path), "--results", str(out)], env=env,
+                               cwd=os.path.dirname(os.path.dirname(__file__)), start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not any(secret.encode() in p.read_bytes() for p in out.rglob("*.log") if p.is_file()):
+            assert harness.poll() is None and time.monotonic() < deadline, "no rank printed the secret"
+            time.sleep(0.5)
+    finally:
+        os.killpg(harness.pid, signal.SIGKILL)  # the harness and whatever of its group is left
+        harness.wait()
+    (run_dir,) = out.glob("runs/*/*")
+    assert not (run_dir / "row.json").exists()
+    assert (run_dir / "launcher.log").stat().st_mode & 0o077 == 0  # private while it may hold secrets
+    monkeypatch.setenv("ROSETTA_TEST_SECRET", secret)
+    faults.register(monkeypatch)
+    assert cli.main(["run", str(path), "--results", str(out), "--resume"]) == 2  # no sweep of it in the table
+    for file in (p for p in run_dir.rglob("*") if p.is_file()):
+        assert secret.encode() not in file.read_bytes(), f"{file} holds the secret"

@@ -1,35 +1,145 @@
-"""What a credential inside a string looks like: a password in a URL, a signature or password in a query
-string, a key in a connection string. The one definition both the refusal at load
+"""What a credential inside a string looks like: one grammar, used by both the refusal at load
 (:func:`harness.base.config.convert`: a scenario never carries credentials) and the masking of everything the
-harness writes (``harness.results.redact``) use.
+harness writes (``harness.results.redact``).
+
+The forms (see ``FORMS``; the kinds are what messages say, never the value):
+
+- a password in a URL's userinfo, ``scheme://user:password@host``, where the password may hold ``/``, ``+``
+  and ``=`` (AWS secret keys: ``s3://AKIA...:wJalr/K7MD/bPxR+fi@bucket``); ``host:8333/path@x`` (a port, then
+  a path) is not one;
+- ``name=value`` where the name ends in a word that says secret after ``_`` or ``-`` (``access_token``,
+  ``api_key``, ``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Goog-Signature``, ``client_secret``,
+  ``aws_secret_access_key``, ``HF_TOKEN``, ``DB_PASSWORD``: query strings, connection strings, printed
+  environments alike), or is such a word alone where it cannot be an ordinary word (``password``, ``pwd``,
+  ``AccountKey``, ``SharedAccessSignature``, ``apikey``), or a short one after ``?``, ``&`` or ``;`` (``sig`` of
+  Azure SAS, ``token``, ``key``, ``secret``, ``signature``); ``se=`` and ``sp=`` (a SAS's expiry and permissions)
+  are not secret and stay; also ``name = value`` (TOML) and ``"name": value`` (JSON, YAML, AWS's files) for
+  the names of ``COLON_NAMES``;
+- a bearer token (``Bearer eyJ...``) and an ``Authorization:`` header's credentials.
+
+A value is masked only when it holds a letter or digit: text that describes a form (``sig=, password=, ...``)
+is not a credential and stays as written.
+
+Linear in the text's length, and fast: the scan runs over the text's UTF-8 bytes, lower-cased (ASCII only, so
+every offset stays), with patterns that each start with a literal anchor (``://``, ``=``, ``:``, ``bearer``,
+``authorization``) followed by fixed-width look-behinds and single runs of one character class: no nested or
+overlapping quantifiers, so a failed attempt costs at most the run it scanned, and no two attempts scan the
+same run (``benchmarks/credential_scan.py`` measures it; tests/test_credentials.py checks it over long
+adversarial strings).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-# Each pattern's group "keep" is what stays when the credential after it is masked.
-PATTERNS = (
-    ("a password in the URL (user:password@)",
-     re.compile(r"(?P<keep>[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^@\s/]+(?=@)", re.IGNORECASE)),
-    ("a credential in the query string (sig=, password=, token=, ...)",
-     re.compile(r"(?P<keep>[?&](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|token|"
-                r"password|secret|key|sv_sig)=)[^&\s\"']+", re.IGNORECASE)),
-    ("a key in a connection string (AccountKey=, Password=, ...)",
-     re.compile(r"(?P<keep>(?:AccountKey|SharedAccessSignature|SharedAccessKey|Password|Pwd)=)[^;\s\"']+",
-                re.IGNORECASE)),
-    ("an AWS secret (aws_secret_access_key=)",
-     re.compile(r"(?P<keep>(?:aws_secret_access_key|aws_session_token)\s*[=:]\s*)\S+", re.IGNORECASE)),
+# Words that end a secret's name after "_" or "-" (lower case: the scan is over lower-cased text).
+SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "pwd", "sig", "signature", "credential",
+                "credentials", "sas", "connection_string")
+# Names that are a secret's alone, wherever they stand after a non-name character.
+ALONE = ("password", "passwd", "pwd", "accountkey", "sharedaccesskey", "sharedaccesssignature", "apikey",
+         "accesskey", "secretkey", "clientsecret", "credentials")
+# Short names, a secret's only in a query or connection string (after ?, & or ;).
+SHORT = ("sig", "signature", "token", "key", "secret", "sas", "credential")
+# Names also written "name: value" (AWS's config files, JSON, YAML) and "name = value" (TOML); "password" only
+# quoted ("password": "x"), as a harness message names a key "password: problem".
+COLON_NAMES = ("aws_secret_access_key", "aws_session_token", "client_secret", "api_key", "apikey", "access_token",
+               "refresh_token", "accountkey", "sharedaccesskey")
+QUOTED_COLON_NAMES = ("password", "secret", "token", "secret_key", "private_key")
+
+_DELIMITERS = rb"\s\"'<>`"
+_VALUE = rb"[^" + _DELIMITERS + rb"&;]+"  # a query or connection string's value ends at & or ;
+_TOKEN = rb"[a-z0-9._~+/=-]{8,}"  # RFC 6750's token68, at least 8 characters (lower-cased)
+
+
+def _after(names: list[str]) -> list[bytes]:
+    """Look-behinds (fixed width) that the text just before the current position is one of ``names``, with
+    no name character before it."""
+    return [b"(?<=" + re.escape(n.encode()) + b")(?<![a-z0-9_.-]" + re.escape(n.encode()) + b")" for n in names]
+
+
+def _named_patterns() -> tuple[re.Pattern[bytes], ...]:
+    """One pattern per secret word, each starting with the word itself (a literal: the regular-expression
+    engine finds it with a fast search, and ordinary text holds few), then what must stand before it as
+    fixed-width look-behinds, then the separator and the value."""
+    patterns = []
+    for word in SECRET_WORDS:
+        w = word.encode()
+        equals = [b"(?<=" + re.escape(sep + w) + b")" for sep in (b"_", b"-")]
+        equals += [b"(?<=" + re.escape(p + w) + b")" for p in (b"?", b"&", b";") if word in SHORT]
+        equals += _after([n for n in (*ALONE, *COLON_NAMES) if n.endswith(word)])
+        colon = _after([n for n in COLON_NAMES if n.endswith(word)])
+        quoted = [b"(?<=[\"']" + re.escape(n.encode()) + b")" for n in QUOTED_COLON_NAMES if n.endswith(word)]
+        separators = [b"(?:" + b"|".join(equals) + b") ?="]
+        if colon:
+            separators.append(b"(?:" + b"|".join(colon) + b")[\"']?[ \t]*:")
+        if quoted:
+            separators.append(b"(?:" + b"|".join(quoted) + b")[\"'][ \t]*:")
+        # (?=...): a word followed by no separator (most, in ordinary text) fails on one comparison
+        patterns.append(re.compile(re.escape(w) + b"(?=[ =\"':])(?:" + b"|".join(separators) + b")[ \t]*[\"']?(?P<secret>"
+                                   + _VALUE + b")"))
+    return tuple(patterns)
+
+
+@dataclass(frozen=True)
+class Form:
+    kind: str  # what a message says the text holds
+    patterns: tuple[re.Pattern[bytes], ...]  # over lower-cased UTF-8; group "secret": what is masked
+
+
+FORMS = (
+    Form("a password in a URL (user:password@host)",
+         # '://', a user (one class, ends at ':'), then a password up to '@'; not a port followed by a path
+         (re.compile(rb"://[^" + _DELIMITERS + rb"/@:?#]*:(?![0-9]{1,5}(?:[/?#]|$))(?P<secret>[^"
+                     + _DELIMITERS + rb"@:]+)@"),)),
+    Form("a credential as name=value or \"name\": value (access_token=, api_key=, X-Amz-Signature=, sig=, "
+         "AccountKey=, password=, ...)", _named_patterns()),
+    Form("a bearer token", (re.compile(rb"bearer[ \t]+(?P<secret>" + _TOKEN + rb")"),)),
+    Form("credentials in an Authorization header",
+         (re.compile(rb"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[a-z]+[ \t]+)?(?P<secret>" + _TOKEN + rb")"),)),
 )
+_ALNUM = re.compile(rb"[a-z0-9]")
+
+
+def _encoded(text: str) -> bytes:
+    """``text`` as UTF-8, lone surrogates included (files are read with errors="surrogateescape")."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _spans(form: Form, lowered: bytes):
+    """The (start, end) byte offsets of the secrets ``form`` finds (values with a letter or digit)."""
+    for pattern in form.patterns:
+        for match in pattern.finditer(lowered):
+            if _ALNUM.search(match.group("secret")):
+                yield match.span("secret")
+
+
+def secrets_in(text: str) -> list[str]:
+    """The credentials ``text`` holds, each as written (to mask them where they appear alone)."""
+    raw = _encoded(text)
+    lowered = raw.lower()
+    return [raw[start:end].decode("utf-8", "surrogatepass") for form in FORMS for start, end in _spans(form, lowered)]
 
 
 def held_credential(text: str) -> str | None:
     """What kind of credential ``text`` holds (for a message that does not repeat it), or None."""
-    return next((kind for kind, pattern in PATTERNS if pattern.search(text)), None)
+    lowered = _encoded(text).lower()
+    return next((form.kind for form in FORMS if next(_spans(form, lowered), None)), None)
 
 
 def mask(text: str, masked: str) -> str:
-    """``text`` with every credential the patterns find replaced by ``masked``."""
-    for _, pattern in PATTERNS:
-        text = pattern.sub(lambda m: m.group("keep") + masked, text)
-    return text
+    """``text`` with every credential the forms find replaced by ``masked``."""
+    raw = _encoded(text)
+    lowered = raw.lower()
+    spans = sorted(span for form in FORMS for span in _spans(form, lowered))
+    if not spans:
+        return text
+    out, at, replacement = [], 0, masked.encode()
+    for start, end in spans:
+        if end <= at:  # inside a secret masked already
+            continue
+        if start >= at:
+            out += [raw[at:start], replacement]
+        at = end
+    out.append(raw[at:])
+    return b"".join(out).decode("utf-8", "surrogatepass")

@@ -97,7 +97,11 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_rebuild(args: argparse.Namespace) -> None:
     from harness.results import table as results
+    from harness.running.runner import scrub_unfinished
 
+    scrubbed = scrub_unfinished(args.results)  # runs a killed harness left: their logs as the workers wrote them
+    if scrubbed:
+        print(f"rosetta: masked credentials in {len(scrubbed)} files of runs that never finished")
     count, moved = results.rebuild(args.results)
     kept = f"; the old table is kept as {moved}" if moved else ""
     print(f"rosetta: rebuilt {args.results / results.PARQUET} (and {results.CSV}) from {count} row.json files{kept}")

@@ -21,7 +21,12 @@ from harness.base import credentials
 MASK = "***"
 MIN_SECRET_CHARS = 6  # shorter values would mask ordinary words
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSW|CREDENTIAL|SAS|CONNECTION_STRING|AUTH", re.IGNORECASE)
-TEXT_SUFFIXES = (".log", ".jsonl", ".json", ".txt", ".toml", ".sh", ".yaml", ".yml", ".sbatch")
+# Files never scrubbed: what the harness writes as binary (tables, charts) and what frameworks save (weights).
+# Every other file of a run's folder is scrubbed unless its first bytes hold a NUL (binary): logs of any
+# launcher's naming (SLURM's slurm-<job>.out, a runtime's .err), records, scripts, manifests.
+BINARY_SUFFIXES = (".parquet", ".png", ".pdf", ".svg", ".pt", ".pth", ".ckpt", ".npz", ".npy", ".h5", ".keras",
+                   ".pkl", ".bin", ".safetensors", ".tar", ".gz", ".zip", ".jpg", ".jpeg")
+SNIFF_BYTES = 8192
 # Row fields that are dimensions and ids the harness wrote: never masked by value (patterns still apply).
 # (``spec`` is not one: it carries the scenario's option values, which are masked like free text.)
 STRUCTURED_FIELDS = frozenset({"sweep_id", "run_id", "config_id", "scenario", "framework", "workload", "size",
@@ -36,7 +41,11 @@ def secret_values(env: Mapping[str, str] | None = None, public: Iterable[str] = 
     (a run's dimension values: already in the row in clear)."""
     env = os.environ if env is None else env
     public = set(public)
-    values = {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= MIN_SECRET_CHARS and v not in public}
+    whole = {v for k, v in env.items() if SECRET_NAME.search(k)}
+    # and the credentials inside them (a connection string's AccountKey, a URL's password), which a worker
+    # may print alone
+    parts = {part for v in whole for part in credentials.secrets_in(v)}
+    values = {v for v in whole | parts if len(v) >= MIN_SECRET_CHARS and v not in public}
     return sorted(values, key=len, reverse=True)  # longest first: a secret holding another is masked whole
 
 
@@ -64,19 +73,28 @@ def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: MASK if SECRET_NAME.search(k) else scrub(v) for k, v in env.items()}
 
 
-def scrub_folder(folder: Path, public: Iterable[str] = ()) -> None:
-    """Rewrite, in place and atomically, every text file of a run's folder that holds a secret.
+def scrub_folder(folder: Path, public: Iterable[str] = ()) -> list[Path]:
+    """Rewrite, in place and atomically, every text file under a run's folder that holds a secret; returns
+    them. Symbolic links are not followed (nothing outside the folder is written).
 
     ``public``: values not to mask by value (the run's dimension values, see :func:`public_values`).
     """
     secrets = secret_values(public=public)
-    for path in Path(folder).iterdir():
-        if not path.is_file() or path.suffix not in TEXT_SUFFIXES:
-            continue
-        text = path.read_text(errors="surrogateescape")
-        clean = scrub(text, secrets)
-        if clean != text:
-            tmp = path.with_name(f".{path.name}.scrub")
-            tmp.write_text(clean, errors="surrogateescape")
-            os.chmod(tmp, path.stat().st_mode & 0o777)  # the file keeps its mode
-            os.replace(tmp, path)
+    rewritten = []
+    for root, dirs, files in os.walk(folder):  # os.walk does not descend into linked folders
+        for name in files:
+            path = Path(root) / name
+            if path.is_symlink() or not path.is_file() or path.suffix.lower() in BINARY_SUFFIXES:
+                continue
+            with open(path, "rb") as fh:
+                if b"\0" in fh.read(SNIFF_BYTES):
+                    continue
+            text = path.read_text(errors="surrogateescape")
+            clean = scrub(text, secrets)
+            if clean != text:
+                tmp = path.with_name(f".{path.name}.scrub")
+                tmp.write_text(clean, errors="surrogateescape")
+                os.chmod(tmp, path.stat().st_mode & 0o777)  # the file keeps its mode
+                os.replace(tmp, path)
+                rewritten.append(path)
+    return rewritten

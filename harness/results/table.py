@@ -342,7 +342,7 @@ def write_row_json(path: Path, row: dict[str, Any]) -> None:
     atomic_write(path, lambda p: Path(p).write_text(json.dumps(row, indent=2, default=str)))
 
 
-def _umask() -> int:
+def umask() -> int:
     """The process's file-creation mask (read by setting and restoring it: there is no getter)."""
     mask = os.umask(0o022)
     os.umask(mask)
@@ -356,7 +356,7 @@ def atomic_write(path: Path, write) -> None:
     temporary file's private 0600: on a shared cluster others read the table.
     """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o666 & ~_umask())
+    os.fchmod(fd, 0o666 & ~umask())
     os.close(fd)
     try:
         write(tmp)

@@ -55,6 +55,7 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
     results_dir = Path(results_dir).absolute()
     specs = expand(scenario)
     if resume:
+        scrub_unfinished(results_dir)  # what a killed harness left in clear
         sweep_id, done = resumable_sweep(results_dir, scenario.name)
         specs = [s for s in specs if (s.config_id(), s.repeat) not in done]
     else:
@@ -88,6 +89,26 @@ def resumable_sweep(results_dir: Path, scenario_name: str) -> tuple[str, set[tup
     return sweep_id, set(zip(sweep["config_id"], sweep["repeat"].astype(int)))
 
 
+def scrub_unfinished(results_dir: Path) -> list[Path]:
+    """Scrub the folders of runs that never got their row (a harness killed mid-run leaves its logs as the
+    workers wrote them, secrets included); returns the files rewritten."""
+    rewritten = []
+    for run_dir in sorted(Path(results_dir).glob("runs/*/*")):
+        if run_dir.is_dir() and not run_dir.is_symlink() and not (run_dir / "row.json").exists():
+            rewritten += redact.scrub_folder(run_dir)
+            _make_readable(run_dir / LAUNCHER_LOG)
+    return rewritten
+
+
+LAUNCHER_LOG = "launcher.log"
+
+
+def _make_readable(path: Path) -> None:
+    """Give a scrubbed log the mode ordinary files get (it was private while it could hold secrets in clear)."""
+    if path.is_file() and not path.is_symlink():
+        os.chmod(path, 0o666 & ~results.umask())
+
+
 def _new_run_dir(sweep_dir: Path) -> Path:
     """The sweep's next run folder: numbered in order, never one an earlier attempt used."""
     taken = [int(p.name) for p in sweep_dir.glob("[0-9]" * 4)] if sweep_dir.exists() else []
@@ -98,6 +119,7 @@ def _record(results_dir: Path, run_dir: Path, row: dict[str, Any], observer: Obs
     """Persist a finished run's row (scrubbed of secrets, as its folder is), tell the observer, return it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     redact.scrub_folder(run_dir, public=redact.public_values(row))
+    _make_readable(run_dir / LAUNCHER_LOG)
     row = redact.scrub_row(row)
     results.write_row_json(run_dir / "row.json", row)
     results.append(results_dir, [row])
@@ -159,7 +181,9 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
         if observer and event:
             observer.step(spec, event)
 
-    outcome = execute.run(command, cwd=provenance.REPO_ROOT, log_path=run_dir / "launcher.log",
+    # private until scrubbed (a harness killed mid-run leaves it as the launch wrote it; --resume scrubs it)
+    os.close(os.open(run_dir / LAUNCHER_LOG, os.O_CREAT | os.O_WRONLY, 0o600))
+    outcome = execute.run(command, cwd=provenance.REPO_ROOT, log_path=run_dir / LAUNCHER_LOG,
                           timeout_s=spec.timeout_s, on_tick=tick)
     ranks = [read_rank(run_dir, rank) for rank in range(spec.world_size)]
     status, reason = collect.status_and_reason(spec, outcome, ranks, run_dir)

@@ -10,6 +10,7 @@ harness passes through to every worker: ``KIND:RANK:STEP`` where KIND is one of
   ``exit0``     the rank leaves early with exit status 0, as a buggy rank-conditional return would
   ``hang``      the rank stops making progress (sleeps forever), so a collective never returns
   ``secret``    a Python exception whose message carries the value of ``ROSETTA_TEST_SECRET``
+  ``leak``      the rank prints the value of ``ROSETTA_TEST_SECRET``, then hangs
 
 and STEP is the measured step after which it happens.
 """

@@ -25,6 +25,10 @@ def _provoke(kind: str) -> None:
         secret = os.environ["ROSETTA_TEST_SECRET"]
         print(f"connecting with AccountKey={secret}; env ROSETTA_TEST_SECRET={secret}", flush=True)
         raise RuntimeError(f"could not open https://user:{secret}@127.0.0.1/data?sig={secret}")
+    elif kind == "leak":  # print the key and go on hanging: the run is still going when the harness is killed
+        print(f"connecting with AccountKey={os.environ['ROSETTA_TEST_SECRET']}", flush=True)
+        while True:
+            time.sleep(1)
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
