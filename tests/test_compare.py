@@ -157,3 +157,48 @@ def test_real_runs_catch_a_planted_slowdown_and_stay_quiet_on_the_same_code(writ
     cells = compare.compare_tables(compare.load_source(dirs["baseline"], "all"),
                                    compare.load_source(dirs["slowed"], "all"))
     assert cells[0].change == pytest.approx(-0.09, abs=0.05)  # 1/1.1 - 1 = -9%
+
+
+# ------------------------------------------------------------------ sweep ranges and crashes
+
+
+def _store_of_sweeps(path, levels):
+    from tests.test_history import _store
+
+    return _store(path, levels)
+
+
+def test_sweep_ranges_pool_several_sweeps_per_side(tmp_path, capsys):
+    from harness.cli import main as cli
+
+    store = _store_of_sweeps(tmp_path / "store", [0.080] * 10 + [0.088] * 2)
+    s = str(store)
+    assert cli.main(["compare", s, s, "--baseline-sweeps", "last:5", "--current-sweeps", "last:2"]) == 1
+    out = capsys.readouterr().out
+    assert "regression" in out and " 15/6 " in out  # 5 sweeps x 3 launches against 2 x 3
+    assert cli.main(["compare", s, s, "--baseline-sweeps", "s00..s04", "--current-sweeps", "s05..s09"]) == 0
+    assert cli.main(["compare", s, s, "--baseline-sweeps", "s00,s03", "--current-sweep", "s11"]) == 1
+    capsys.readouterr()
+    for bad in (["--baseline-sweeps", "last:x"], ["--baseline-sweeps", "s09..s02"], ["--current-sweeps", "s99"],
+                ["--current-sweeps", "last:1", "--current-sweep", "s11"]):
+        assert cli.main(["compare", s, s, *bad]) == 2, bad
+        err = capsys.readouterr().err
+        assert err.startswith("rosetta: error: --") and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_crash_of_a_verdict_verb_exits_2_not_1(tmp_path, capsys, monkeypatch):
+    """CI reads exit 1 as "regressed": a bug in the statistics must not read as one."""
+    from harness.cli import main as cli
+    from harness.reports import history
+
+    store = str(_store_of_sweeps(tmp_path / "store", [0.080] * 4))
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(compare, "compare_tables", broken)
+    monkeypatch.setattr(history, "series", broken)
+    for verb in (["compare", store, store], ["history", store, "--no-chart"]):
+        assert cli.main(verb) == 2
+        err = capsys.readouterr().err
+        assert "ZeroDivisionError: planted" in err and "no verdict" in err and len(err.strip().splitlines()) == 1

@@ -1,5 +1,6 @@
 """``rosetta``: the parser built from each verb group's ``add_parsers``, and the one place that turns a
-UserError into one line (exit 2) and Ctrl-C or a batch system's stop into exit 130."""
+UserError into one line (exit 2), Ctrl-C or a batch system's stop into exit 130, and a crash of a verb
+that gives a verdict (compare, history: ``gives_verdict``) into exit 2, since CI reads 1 as "regressed"."""
 
 from __future__ import annotations
 
@@ -39,6 +40,18 @@ def main(argv: list[str] | None = None) -> int:
         print("rosetta: interrupted" + ("; the current run was recorded as interrupted" if recorded else ""),
               file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001  a verdict's exit 1 must never come from a crash
+        if not getattr(args, "gives_verdict", False):
+            raise
+        where = exc.__traceback__
+        while where and where.tb_next:
+            where = where.tb_next
+        from harness.results.redact import scrub
+
+        place = f" at {where.tb_frame.f_code.co_filename}:{where.tb_lineno}" if where else ""
+        print(scrub(f"rosetta: error: {args.command} failed ({type(exc).__name__}: {exc}{place}); "
+                    "this is no verdict"), file=sys.stderr)
+        return 2
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -40,6 +40,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--baseline-sweep", help="sweep id or 'all' (default: the latest; with the same source "
                                             "on both sides, the one before the latest)")
     p.add_argument("--current-sweep", help="sweep id or 'all' (default: the latest)")
+    p.add_argument("--baseline-sweeps", metavar="SWEEPS",
+                   help="several sweeps pooled as the baseline: last:N, FIRST..LAST (time order), ID,ID or all; "
+                        "with one source on both sides, counted before the current sweeps")
+    p.add_argument("--current-sweeps", metavar="SWEEPS", help="several sweeps pooled as the current side (as above)")
     p.add_argument("--alpha", type=float, default=None, help="significance level of the U test (default 0.01)")
     p.add_argument("--floor", type=float, default=None, help="smallest noise threshold, as a fraction "
                                                             "(default 0.03)")
@@ -49,15 +53,28 @@ def add_parsers(sub) -> None:
                                               "regression or failed run as a failure (for CI gates)")
     p.add_argument("--markdown", type=Path, help="also write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
     p.add_argument("--json", type=Path, help="also write the verdicts as JSON here")
-    p.set_defaults(handler=cmd_compare)
+    p.set_defaults(handler=cmd_compare, gives_verdict=True)
 
-    p = sub.add_parser("history", help="throughput of each configuration over time, step changes flagged")
+    p = sub.add_parser("history", help="throughput of each configuration on each machine over time: levels, steps, "
+                                       "outliers, trends; exit 1 when the newest sweep regressed (for CI gates)")
     p.add_argument("sources", nargs="*", type=Path,
                    help="results folders or .parquet files, read together (default: the results folder)")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
     p.add_argument("--config", help="a config_id (or its first characters) to show alone")
-    p.add_argument("--chart", type=Path, help="chart PNG path (default: RESULTS/history.png)")
-    p.set_defaults(handler=cmd_history)
+    p.add_argument("--host", help="only the series measured on this host")
+    p.add_argument("--last", type=int, help="analyse only the last N sweeps of each series")
+    p.add_argument("--alpha", type=float, default=0.01, help="significance of the newest sweep's test (default "
+                                                              "0.01); steps are confirmed at alpha / 10")
+    p.add_argument("--floor", type=float, default=0.03, help="smallest change reported, a fraction of "
+                                                              "throughput (default 0.03)")
+    p.add_argument("--chart", type=Path, help="chart PNG path (default: history.png beside the first source)")
+    p.add_argument("--no-chart", action="store_true", help="write no chart")
+    p.add_argument("--junit", type=Path, help="also write JUnit XML here: a test case per series, a regression on "
+                                              "its newest sweep as a failure")
+    p.add_argument("--markdown", type=Path, help="also write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
+    p.add_argument("--json", type=Path, help="also write every series (points, levels, steps, outliers, trends, "
+                                             "verdict) as JSON here")
+    p.set_defaults(handler=cmd_history, gives_verdict=True)
 
     p = sub.add_parser("reproduce", help="run a published reference's scenario at this machine's scale and "
                                          "plot measured vs published")
@@ -110,12 +127,7 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.results import compare
 
-    base_sweep = args.baseline_sweep
-    if base_sweep is None and args.current_sweep is None and Path(args.baseline).resolve() == Path(
-            args.current).resolve():
-        base_sweep = compare.previous_sweep(args.baseline)
-    baseline = compare.load_source(args.baseline, base_sweep)
-    current = compare.load_source(args.current, args.current_sweep)
+    baseline, current = compare_sides(args)
     options = {k: v for k, v in (("alpha", args.alpha), ("floor", args.floor)) if v is not None}
     cells = compare.compare_tables(baseline, current, **options)
     differing = [c for c in cells if c.provenance]
@@ -132,13 +144,48 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if compare.gate_failed(cells) else 0
 
 
-def cmd_history(args: argparse.Namespace) -> None:
-    from harness.reports import history
+def compare_sides(args: argparse.Namespace):
+    """The baseline's and the current rows: one sweep each (--*-sweep) or several (--*-sweeps)."""
+    from harness.results import compare, sweeps
 
-    points = history.points(history.load(args.sources or [args.results]), args.config)
+    for one, many in (("baseline_sweep", "baseline_sweeps"), ("current_sweep", "current_sweeps")):
+        if getattr(args, one) is not None and getattr(args, many) is not None:
+            raise UserError(f"--{one.replace('_', '-')} and --{many.replace('_', '-')}: give one of them")
+    same = Path(args.baseline).resolve() == Path(args.current).resolve()
+    if args.current_sweeps is not None:
+        current = sweeps.select(compare.load_source(args.current, "all"), args.current_sweeps, where="--current-sweeps")
+    else:
+        current = compare.load_source(args.current, args.current_sweep)
+    if args.baseline_sweeps is not None:
+        exclude = tuple(sorted(set(current["sweep_id"]))) if same else ()
+        baseline = sweeps.select(compare.load_source(args.baseline, "all"), args.baseline_sweeps,
+                                 where="--baseline-sweeps", exclude=exclude)
+        return baseline, current
+    base_sweep = args.baseline_sweep
+    if base_sweep is None and args.current_sweep is None and args.current_sweeps is None and same:
+        base_sweep = compare.previous_sweep(args.baseline)
+    return compare.load_source(args.baseline, base_sweep), current
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Exit 1 when some series' newest sweep is a suspected or confirmed regression, else 0."""
+    from harness.reports import changepoints, ci_reports, history, history_chart, verdict_table
+
+    settings = changepoints.Settings(alpha=args.alpha, floor=args.floor)
+    if args.last is not None and args.last < 3:
+        raise UserError(f"--last: at least 3 sweeps are needed to judge one, got {args.last}")
+    sources = args.sources or [args.results]
+    all_series = history.series(history.load(sources), config_id=args.config, host=args.host, last=args.last,
+                                settings=settings)
     console = wide_console()
-    history.print_points(points, console)
-    console.print(f"chart: {history.plot(points, args.chart or args.results / 'history.png')}")
+    verdict_table.print_history(all_series, console, alpha=args.alpha)
+    if not args.no_chart:
+        chart = history_chart.plot(all_series, args.chart or history_chart.default_path(sources))
+        console.print(f"chart: {chart}", highlight=False)
+    title = f"rosetta history: {', '.join(map(str, sources))}"
+    for path in ci_reports.write_history(all_series, title, args.junit, args.markdown, args.json):
+        console.print(f"written: {path}", highlight=False)
+    return 1 if history.gate_failed(all_series) else 0
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
-"""``rosetta compare``'s verdicts for CI systems and people: JUnit XML (what gates read: one test case per
-configuration, a regression or a failed run as a failure with its change, interval and reason), a Markdown
-summary (a GitHub step summary, a merge-request comment) and the verdicts as JSON."""
+"""``rosetta compare``'s and ``rosetta history``'s verdicts for CI systems and people: JUnit XML (what
+gates read: one test case per configuration, or per series for history; a regression or a failed run as a
+failure with its change, interval and reason), a Markdown summary (a GitHub step summary, a merge-request
+comment) and the verdicts as JSON."""
 
 from __future__ import annotations
 
@@ -97,9 +98,100 @@ def markdown(cells: Sequence[Cell], title: str) -> str:
 def write(cells: Sequence[Cell], title: str, junit: Path | None = None, markdown_path: Path | None = None,
           json_path: Path | None = None) -> list[Path]:
     """Write each requested file; return the paths written."""
+    return _write(((junit, lambda: junit_xml(cells, title)), (markdown_path, lambda: markdown(cells, title)),
+                   (json_path, lambda: json.dumps(verdicts(cells, title), indent=2, allow_nan=False) + "\n")))
+
+
+# ---------------------------------------------------------------- rosetta history's gate
+
+HISTORY_FORMAT = 1  # of the history JSON document; bump when a field changes meaning
+
+
+def _clean(value: Any) -> Any:
+    """JSON-ready: NaN and infinities as null, tuples as lists, dataclasses as objects."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def describe_series(s) -> str:
+    """The newest sweep's verdict in one line."""
+    v = s.verdict
+    head = f"{v.verdict}" + (f" ({v.status})" if v.status else "")
+    change = f": {v.change:+.1%} {s.unit}/s (p {v.p_value:.2g}; noise ±{s.noise:.1%} per sweep)" \
+        if not math.isnan(v.change) else ""
+    return f"{head}{change}" + (f"; {v.note}" if v.note else "") + f" [sweep {v.sweep_id}]"
+
+
+def history_verdicts(all_series: Sequence, title: str) -> dict[str, Any]:
+    """Every series with its points, levels, steps, outliers and verdict (NaN as null)."""
+    from harness.reports.history import gate_failed as history_gate_failed
+
+    return {"format": HISTORY_FORMAT, "title": title, "gate_failed": history_gate_failed(all_series),
+            "series": [_clean({**asdict(s), "summary": describe_series(s)}) for s in all_series]}
+
+
+def history_junit(all_series: Sequence, title: str) -> str:
+    """JUnit XML: a test case per series (configuration on a machine); its newest sweep's regression fails."""
+    failures = sum(s.verdict.fails for s in all_series)
+    skipped = sum(s.verdict.verdict == "not judged" for s in all_series)
+    suites = ET.Element("testsuites", name="rosetta history", tests=str(len(all_series)), failures=str(failures))
+    suite = ET.SubElement(suites, "testsuite", name=title, tests=str(len(all_series)), failures=str(failures),
+                          errors="0", skipped=str(skipped))
+    for s in all_series:
+        case = ET.SubElement(suite, "testcase", classname="rosetta." + ".".join(s.label.split()[:2]),
+                             name=_xml_text(f"{s.label} on {s.machine}"))
+        steps = "".join(f"\nstep {st.direction} {st.change:+.1%} at {st.sweep_id} ({st.verdict})"
+                        + "".join(f"; {p}" for p in st.provenance) for st in s.steps)
+        text = _xml_text(describe_series(s) + steps)
+        if s.verdict.fails:
+            ET.SubElement(case, "failure", message=_xml_text(describe_series(s)), type="regression").text = text
+        elif s.verdict.verdict == "not judged":
+            ET.SubElement(case, "skipped", message=_xml_text(describe_series(s)))
+        else:
+            ET.SubElement(case, "system-out").text = text
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def history_markdown(all_series: Sequence, title: str) -> str:
+    """A Markdown table of every series' newest verdict, regressions first, then each series' steps."""
+    failing = [s for s in all_series if s.verdict.fails]
+    head = "**gate failed**" if failing else "gate passed"
+    lines = [f"### {title}", "", f"{head}: {len(failing)} of {len(all_series)} series regressed on their newest sweep.",
+             "", "| configuration | machine | newest sweep | verdict | change | steps | trend | outliers |",
+             "|---|---|---|---|---:|---|---|---:|"]
+    for s in sorted(all_series, key=lambda s: not s.verdict.fails):
+        v = s.verdict
+        verdict = v.verdict + (f" ({v.status})" if v.status else "")
+        steps = ", ".join(f"{st.direction} {st.change:+.1%} at {st.sweep_id}" for st in s.steps) or "-"
+        trend = ", ".join(f"{t.slope:+.2%}/sweep" for t in s.trends) or "-"
+        cols = [s.label, s.machine, v.sweep_id, f"**{verdict}**" if v.fails else verdict,
+                f"{v.change:+.1%}" if not math.isnan(v.change) else "-", steps, trend, str(len(s.outliers))]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cols) + " |")
+    causes = [f"- {s.label} on {s.machine}, {st.sweep_id}: {p}" for s in all_series for st in s.steps
+              for p in st.provenance]
+    if causes:
+        lines += ["", "Provenance changed at a step:", ""] + causes
+    return "\n".join(lines) + "\n"
+
+
+def write_history(all_series: Sequence, title: str, junit: Path | None = None, markdown_path: Path | None = None,
+                  json_path: Path | None = None) -> list[Path]:
+    """Write each requested file of history's verdicts; return the paths written."""
+    return _write(((junit, lambda: history_junit(all_series, title)),
+                   (markdown_path, lambda: history_markdown(all_series, title)),
+                   (json_path, lambda: json.dumps(history_verdicts(all_series, title), indent=2,
+                                                  allow_nan=False) + "\n")))
+
+
+def _write(outputs) -> list[Path]:
     written = []
-    for path, text in ((junit, lambda: junit_xml(cells, title)), (markdown_path, lambda: markdown(cells, title)),
-                       (json_path, lambda: json.dumps(verdicts(cells, title), indent=2, allow_nan=False) + "\n")):
+    for path, text in outputs:
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text())

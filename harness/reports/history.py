@@ -1,23 +1,25 @@
-"""A configuration's throughput over time, with step changes flagged.
+"""Each configuration's throughput over time on each machine, its levels and changes, and the gate's verdict.
 
-The store is the results table itself (``results.parquet``): every run of every
-sweep is appended to it and none is ever dropped, so it already keeps all runs;
-several stores (e.g. one per CI machine) can be read together.
+The store is the results table itself (``results.parquet``): every run of every sweep is appended to it
+and none is ever dropped; several stores (e.g. one per CI machine) can be read together.
 
-Step changes are found with the same noise-aware rule as ``rosetta compare``
-(:mod:`harness.results.compare`): walking the sweeps in time order, each sweep is
-compared with all the repeats since the last step change (a longer baseline than
-one sweep, so its spread is better known); a significant change starts a new
-level. A level needs at least ``MIN_LEVEL_REPEATS`` launches before a change
-against it is judged: fewer cannot show how much separate launches differ. A
-change of provenance (versions, driver, CPU, commit) between consecutive
-sweeps is shown beside it, as the likely cause.
+A **series** is one configuration (``config_id``) on one machine (``MACHINE_FIELDS``: the host and what the
+provenance says makes machines differ), so stores from two machines never mix. Each sweep of a series is
+one point; :mod:`harness.reports.changepoints` finds its levels, steps, outliers and trends from every
+launch's figure. A change of provenance (versions, driver, commit) between consecutive sweeps is shown
+beside the step it may explain.
+
+The **gate** reads the newest sweep of every series: a regression when it is a *suspected* step down (it
+alone departs from its level) or when a step down was *confirmed* by it (the step is in this analysis and
+was not in the one without this sweep). A sweep whose launches ran on a busy machine (a true
+``machine_busy`` column, where the table has one) is not judged, and says so.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -25,29 +27,92 @@ import pandas as pd
 
 from harness.base.errors import UserError
 from harness.contract.axes import Status
-from harness.reports.charts import save_figure
+from harness.reports import changepoints as cp
 from harness.results import compare
 
-MIN_LEVEL_REPEATS = 3
+MACHINE_FIELDS = ("host", "cpu_model", "cpu_cores", "gpu_model", "gpu_count")  # series never mix across these
+BUSY_COLUMN = "machine_busy"  # a true value: the run shared its machine with other load (not judged)
+REGRESSION, IMPROVEMENT, SAME, NOT_JUDGED = "regression", "improvement", "no change", "not judged"
 
 
 @dataclass(frozen=True)
 class Point:
-    """One sweep of one configuration."""
+    """One sweep of one series."""
 
-    config_id: str
-    label: str
     sweep_id: str
     timestamp: str  # UTC ISO 8601 of the sweep's last run
-    repeats: int  # measured (ok) repeats
-    throughput_median: float  # samples/s, median over repeats
-    rate: float  # samples/s of the fastest launch (global batch / its median step time)
-    unit: str
-    change: float  # fraction vs the current level (NaN for the first point or nothing measured)
-    threshold: float
+    runs: int  # rows of this series in the sweep
+    repeats: int  # launches measured (ok) and judged
+    launch_rates: tuple[float, ...]  # samples/s of each such launch (changepoints.launch_rate)
+    rate: float  # samples/s, the sweep's figure (median of its launches); NaN: not judged
+    throughput_median: float  # samples/s, median of the rows' own throughput column
+    fitted: float  # samples/s, the level (or trend) at this sweep; NaN: not judged
+    label: str = ""  # "outlier", or why not judged ("busy: ...", "nothing measured")
+    provenance: tuple[str, ...] = ()  # what differs from the previous sweep
+
+
+@dataclass(frozen=True)
+class Step:
+    """A change between two levels of a series, at the sweep it starts on."""
+
+    sweep_id: str
+    timestamp: str
+    direction: str  # "down" (slower) or "up" (faster)
+    change: float  # fraction of throughput, after / before - 1
+    before: float  # samples/s
+    after: float  # samples/s
     p_value: float
-    step: str  # "", "step down", "step up" (a significant change: a new level starts here), or why not judged
-    provenance: tuple[str, ...]  # what differs from the previous sweep
+    verdict: str  # "suspected" (the newest sweep alone) or "confirmed"
+    provenance: tuple[str, ...] = ()  # what changed at that sweep: the likely cause
+
+
+@dataclass(frozen=True)
+class Span:
+    """A level (slope 0) or a trend: sweeps ``first`` to ``last`` of the series."""
+
+    first: str  # sweep ids
+    last: str
+    rate: float  # samples/s at its first sweep
+    end_rate: float  # samples/s at its last sweep
+    slope: float = 0.0  # fraction of throughput per sweep (a trend; negative: getting slower)
+    p_value: float = math.nan
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's reading of a series' newest sweep."""
+
+    sweep_id: str
+    verdict: str  # REGRESSION, IMPROVEMENT, SAME or NOT_JUDGED
+    status: str = ""  # "suspected" or "confirmed" for a regression or an improvement
+    change: float = math.nan  # fraction of throughput against the level before
+    p_value: float = math.nan
+    note: str = ""
+
+    @property
+    def fails(self) -> bool:
+        return self.verdict == REGRESSION
+
+
+@dataclass(frozen=True)
+class Series:
+    """One configuration on one machine over time: what a report or a dashboard draws."""
+
+    config_id: str
+    machine: str  # "host (cpu model, cores, gpu)"
+    label: str
+    unit: str  # samples are images or sequences
+    points: tuple[Point, ...]
+    levels: tuple[Span, ...]
+    steps: tuple[Step, ...]  # confirmed steps, then the newest sweep's suspected one if any
+    outliers: tuple[str, ...]  # sweep ids
+    verdict: Verdict
+    noise: float  # one sweep's figure's standard deviation, a fraction
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def trends(self) -> tuple[Span, ...]:
+        return tuple(s for s in self.levels if s.slope)
 
 
 def load(sources: Sequence[str | Path]) -> pd.DataFrame:
@@ -55,102 +120,128 @@ def load(sources: Sequence[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).drop_duplicates("run_id")
 
 
-def points(table: pd.DataFrame, config_id: str | None = None, *, alpha: float = compare.ALPHA,
-           floor: float = compare.FLOOR) -> list[Point]:
-    """Every (configuration, sweep) in time order, with step changes flagged."""
+def _present(value) -> bool:
+    return value is not None and not pd.isna(value) and str(value) != ""
+
+
+def machine_of(row) -> str:
+    """The machine a row was measured on, in words: "host (cpu model, cores, gpu model, count)"."""
+    facts = [str(row[f]) for f in MACHINE_FIELDS[1:] if f in row and _present(row[f])]
+    host = str(row["host"]) if "host" in row and _present(row["host"]) else "unknown host"
+    return f"{host} ({', '.join(facts)})" if facts else host
+
+
+def select(table: pd.DataFrame, config_id: str | None = None, host: str | None = None) -> pd.DataFrame:
+    """The rows of the configurations starting with ``config_id`` on hosts named ``host``."""
     if config_id is not None:
-        matches = [c for c in table["config_id"].dropna().unique() if str(c).startswith(config_id)]
+        known = sorted(table["config_id"].dropna().unique())
+        matches = [c for c in known if str(c).startswith(config_id)]
         if not matches:
-            raise UserError(f"--config: no configuration {config_id!r}; known: "
-                            f"{', '.join(sorted(table['config_id'].dropna().unique()))}")
+            raise UserError(f"--config: no configuration {config_id!r}; known: {', '.join(known)}")
         table = table[table["config_id"].isin(matches)]
-    out = []
-    for cid, runs in table.groupby("config_id", sort=False):
-        label = compare.label_of(runs.iloc[0])
-        order = runs.groupby("sweep_id")["timestamp"].max().sort_values()
-        level: list[tuple[float, ...]] = []  # step samples of every repeat since the last step change
-        previous = None
-        for sweep_id, stamp in order.items():
-            rows = runs[runs["sweep_id"] == sweep_id]
-            side = compare._side(rows)
-            ok = rows[rows["status"] == Status.OK.value]
-            change = threshold = p = math.nan
-            step = ""
-            if side.repeats and level:
-                stats = compare.compare_sides(compare.Side(tuple(level), ()), side, alpha=alpha, floor=floor)
-                change, threshold, p = stats["change"], stats["threshold"], stats["p_value"]
-                if len(level) < MIN_LEVEL_REPEATS:
-                    step = "too few runs to judge"
-                elif stats["verdict"] in (compare.REGRESSION, compare.IMPROVEMENT):
-                    step = "step down" if stats["verdict"] == compare.REGRESSION else "step up"
-                    level = []
-            if side.repeats:
-                level.extend(side.steps)
-            out.append(Point(
-                config_id=str(cid), label=label, sweep_id=str(sweep_id), timestamp=str(stamp),
-                repeats=side.repeats,
-                throughput_median=float(ok["throughput"].astype(float).median()) if len(ok) else math.nan,
-                rate=int(rows["global_batch"].iloc[0]) / side.location() if side.repeats else math.nan,
-                unit=str(rows["sample_unit"].iloc[0]), change=change, threshold=threshold, p_value=p,
-                step=step, provenance=compare.provenance_changes(previous, rows) if previous is not None else (),
-            ))
-            previous = rows
-    return out
+    if host is not None:
+        hosts = sorted({str(h) for h in table["host"].dropna()})
+        if host not in hosts:
+            raise UserError(f"--host: no host {host!r}; known: {', '.join(hosts) or '(none recorded)'}")
+        table = table[table["host"] == host]
+    return table
 
 
-def print_points(pts: Sequence[Point], console=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = console or Console()
-    for cid in dict.fromkeys(p.config_id for p in pts):
-        mine = [p for p in pts if p.config_id == cid]
-        table = Table(title=escape(f"{mine[0].label}: config {cid}"))
-        for col in ("when (UTC)", "sweep", "repeats", f"{mine[0].unit}/s median", "fastest launch",
-                    "vs level", "noise", "step", "what changed"):
-            table.add_column(col, justify="left" if col in ("when (UTC)", "sweep", "step", "what changed")
-                             else "right")
-        for p in mine:
-            measured = not math.isnan(p.change)
-            table.add_row(
-                p.timestamp.replace("+00:00", ""), p.sweep_id, str(p.repeats),
-                f"{p.throughput_median:.1f}" if p.repeats else "[red]not measured[/red]",
-                f"{p.rate:.1f}" if p.repeats else "-",
-                f"{p.change:+.1%}" if measured else "-",
-                f"±{p.threshold:.1%}" if measured else "-",
-                {"step down": "[red]step down[/red]", "step up": "[green]step up[/green]"}.get(p.step, p.step),
-                escape("; ".join(p.provenance)),
-            )
-        console.print(table)
+def series(table: pd.DataFrame, *, config_id: str | None = None, host: str | None = None,
+           last: int | None = None, settings: cp.Settings = cp.Settings()) -> list[Series]:
+    """Every series in the table (configuration x machine), its last ``last`` sweeps analysed."""
+    table = select(table, config_id, host)
+    wanted = [c for c in table.columns if c in NEEDED or c in MACHINE_FIELDS or c in compare.PROVENANCE_FIELDS]
+    groups: dict[tuple[str, str], dict[str, list[dict]]] = {}
+    for row in table[wanted].to_dict("records"):  # plain records: pandas per sweep costs 20x the analysis
+        key = (str(row["config_id"]), machine_of(row))
+        groups.setdefault(key, {}).setdefault(str(row["sweep_id"]), []).append(row)
+    return [one_series(sweeps, settings, last) for sweeps in groups.values()]
 
 
-def plot(pts: Sequence[Point], path: Path) -> Path:
-    """Throughput over time per configuration (one panel each); step changes marked."""
-    import matplotlib
+NEEDED = ("config_id", "sweep_id", "timestamp", "status", "reason", "step_times_s", "throughput", "global_batch",
+          "sample_unit", "framework", "workload", "size", "nodes", "procs_per_node", "batch_per_worker", "strategy",
+          "storage", "launcher", BUSY_COLUMN)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    ids = list(dict.fromkeys(p.config_id for p in pts)) or ["-"]
-    fig, axes = plt.subplots(len(ids), 1, figsize=(10, 3.2 * len(ids)), squeeze=False)
-    for ax, cid in zip(axes[:, 0], ids):
-        mine = [p for p in pts if p.config_id == cid and p.repeats]
-        x = list(range(len(mine)))
-        ax.plot(x, [p.throughput_median for p in mine], marker="o", label="median over repeats")
-        ax.plot(x, [p.rate for p in mine], marker=".", linestyle=":", label="fastest launch")
-        for i, p in enumerate(mine):
-            if p.step in ("step down", "step up"):
-                colour = "red" if p.step == "step down" else "green"
-                ax.axvline(i - 0.5, color=colour, linestyle="--", alpha=0.7)
-                ax.annotate(f"{p.step} {p.change:+.0%}", (i, p.throughput_median), textcoords="offset points",
-                            xytext=(4, 8), color=colour, fontsize=8)
-        ax.set_xticks(x, [p.timestamp[:16].replace("T", "\n") for p in mine], fontsize=7)
-        tops = [p.throughput_median for p in mine] + [p.rate for p in mine]
-        ax.set_ylim(0, max(tops) * 1.2 if tops else 1)  # room for the step labels
-        ax.set_ylabel(f"{mine[0].unit if mine else 'samples'}/s")
-        ax.set_title(f"{mine[0].label if mine else cid} (config {cid})", fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower left")
-    fig.suptitle("Throughput over time per configuration (dashed line: a significant step change)")
-    return save_figure(fig, path)
+def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int | None = None) -> Series:
+    """One configuration on one machine: its sweeps (rows per sweep id) in time order, analysed."""
+    stamps = {sid: max(str(r["timestamp"]) for r in rows) for sid, rows in by_sweep.items()}
+    ids = sorted(by_sweep, key=lambda sid: stamps[sid])[-last if last else 0:]
+    first = by_sweep[ids[0]][0]
+    batch = float(first["global_batch"])
+    launches, why = zip(*(_launch_rates(by_sweep[sid], batch) for sid in ids))
+    launches = [list(x) for x in launches]
+    judged = [bool(x) for x in launches]
+    analysis = cp.analyse(launches, settings, judged)
+    before = cp.analyse(launches[:-1], settings, judged[:-1]) if len(launches) > 1 else None
+    facts = [compare.provenance_facts(by_sweep[sid]) for sid in ids]
+    provenance = [()] + [compare.facts_changes(a, b) for a, b in zip(facts, facts[1:])]
+    points = tuple(Point(
+        sweep_id=sid, timestamp=stamps[sid], runs=len(by_sweep[sid]), repeats=len(launches[i]),
+        launch_rates=tuple(launches[i]), rate=analysis.rates[i], fitted=analysis.fitted[i],
+        throughput_median=_median([r["throughput"] for r in by_sweep[sid] if r["status"] == Status.OK.value]),
+        label="outlier" if i in analysis.outliers else why[i], provenance=provenance[i],
+    ) for i, sid in enumerate(ids))
+    steps = [_step(c, ids, stamps, provenance) for c in analysis.changes]
+    if analysis.newest:
+        steps.append(_step(analysis.newest, ids, stamps, provenance))
+    return Series(
+        config_id=str(first["config_id"]), machine=machine_of(first), label=compare.label_of(first),
+        unit=str(first["sample_unit"]), points=points,
+        levels=tuple(Span(first=ids[lv.start], last=ids[lv.stop - 1], rate=lv.rate, end_rate=lv.end_rate,
+                          slope=lv.slope, p_value=lv.p_value) for lv in analysis.levels),
+        steps=tuple(steps), outliers=tuple(ids[i] for i in analysis.outliers),
+        verdict=_verdict(analysis, before, ids, list(why)), noise=analysis.noise, notes=analysis.notes)
+
+
+def _median(values) -> float:
+    values = sorted(float(v) for v in values if _present(v))
+    return float(pd.Series(values).median()) if values else math.nan
+
+
+def _launch_rates(rows: list[dict], batch: float) -> tuple[list[float], str]:
+    """samples/s of each measured launch that did not run on a busy machine; else why none."""
+    ok = [r for r in rows if r["status"] == Status.OK.value and _present(r["step_times_s"])]
+    if not ok:
+        return [], "nothing measured: " + ", ".join(sorted({str(r["status"]) for r in rows}))
+    quiet = [r for r in ok if not (_present(r.get(BUSY_COLUMN)) and bool(r[BUSY_COLUMN]))]
+    if not quiet:
+        return [], f"not judged: the machine was busy in all {len(ok)} launches ({BUSY_COLUMN})"
+    rates = [cp.launch_rate(json.loads(r["step_times_s"]), batch) for r in quiet]
+    return [r for r in rates if math.isfinite(r)], ""
+
+
+def _step(change: cp.Change, ids: list[str], stamps: dict[str, str], provenance) -> Step:
+    sid = ids[change.index]
+    return Step(sweep_id=sid, timestamp=stamps[sid], direction=change.direction, change=change.change,
+                before=change.before, after=change.after, p_value=change.p_value, verdict=change.verdict,
+                provenance=provenance[change.index])
+
+
+def _verdict(now: cp.Analysis, before: cp.Analysis | None, ids: list[str], why: list[str]) -> Verdict:
+    """The newest sweep: suspected, newly confirmed, no change, or why it is not judged."""
+    newest = ids[-1]
+    if why[-1]:
+        return Verdict(newest, NOT_JUDGED, note=why[-1])
+    if now.notes:
+        return Verdict(newest, NOT_JUDGED, note=now.notes[0])
+    known = {c.index for c in before.changes} if before else set()
+    fresh = [c for c in now.changes if not {c.index - 1, c.index, c.index + 1} & known]
+    if fresh and fresh[-1] is now.changes[-1]:
+        c = fresh[-1]
+        return Verdict(newest, REGRESSION if c.direction == cp.DOWN else IMPROVEMENT, cp.CONFIRMED, c.change,
+                       c.p_value, note=f"a step {c.direction} at sweep {ids[c.index]}, confirmed by this sweep")
+    if now.newest:
+        c = now.newest
+        since = "this sweep departs" if ids[c.index] == newest else f"the sweeps since {ids[c.index]} depart"
+        return Verdict(newest, REGRESSION if c.direction == cp.DOWN else IMPROVEMENT, cp.SUSPECTED, c.change,
+                       c.p_value, note=f"{since} from their level; later sweeps confirm or withdraw it")
+    trend = next((lv for lv in now.levels if lv.slope and lv.stop == len(ids)), None)
+    note = f"on a trend of {trend.slope:+.2%} per sweep" if trend else ""
+    return Verdict(newest, SAME, note=note)
+
+
+def gate_failed(all_series: Sequence[Series]) -> bool:
+    """True when a CI gate should fail: some series' newest sweep is a (suspected or confirmed) regression."""
+    return any(s.verdict.fails for s in all_series)

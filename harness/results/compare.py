@@ -186,7 +186,7 @@ def load_source(source: str | Path, sweep: str | None = None) -> pd.DataFrame:
     if path.is_dir():
         table = results.load(path)
     elif path.is_file() and path.suffix == ".parquet":
-        table = pd.read_parquet(path).astype(results.COLUMNS)
+        table = results.read_file(results.RESULTS, path)  # an older schema's columns migrated on read
     else:
         raise UserError(f"{source}: not a results folder or a .parquet file")
     if table.empty:
@@ -285,10 +285,20 @@ def label_of(row: pd.Series) -> str:
 
 def provenance_changes(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[str, ...]:
     """Each provenance fact whose values differ between the sides, as "field: old -> new"."""
+    return facts_changes(provenance_facts(base.to_dict("records")), provenance_facts(cur.to_dict("records")))
+
+
+def provenance_facts(rows: Sequence[dict]) -> dict[str, tuple[str, ...]]:
+    """Per provenance field, the distinct values the rows hold (as text, sorted; empty ones left out)."""
+    return {name: tuple(sorted({str(r[name]) for r in rows if r.get(name) is not None and not pd.isna(r[name])}))
+            for name in PROVENANCE_FIELDS}
+
+
+def facts_changes(old_facts: dict[str, tuple[str, ...]], new_facts: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The fields whose values differ between two :func:`provenance_facts`, as "field: old -> new"."""
     changes = []
     for name in PROVENANCE_FIELDS:
-        old = sorted({str(v) for v in base[name].dropna()})
-        new = sorted({str(v) for v in cur[name].dropna()})
+        old, new = old_facts[name], new_facts[name]
         if old == new:
             continue
         if name == "versions" and len(old) == 1 and len(new) == 1:

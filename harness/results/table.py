@@ -211,9 +211,9 @@ RESULTS = TableFormat("results", COLUMNS, SCHEMA_VERSION, PARQUET, CSV,
                                f"table again from them", readable=READABLE_VERSIONS)
 
 
-def frame_of(fmt: TableFormat, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Rows as a DataFrame with exactly the format's columns and dtypes."""
-    frame = pd.DataFrame(list(rows))
+def frame_of(fmt: TableFormat, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """Rows (dicts, or a frame read back) as a DataFrame with exactly the format's columns and dtypes."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     unknown = set(frame.columns) - set(fmt.columns)
     if unknown:
         raise ValueError(f"columns not in the {fmt.label} schema: {sorted(unknown)}")
@@ -229,17 +229,26 @@ def load_table(fmt: TableFormat, results_dir: Path) -> pd.DataFrame:
     path = results_dir / fmt.parquet
     if not path.exists():
         return frame_of(fmt, [])
+    return read_file(fmt, path)
+
+
+def read_file(fmt: TableFormat, path: Path) -> pd.DataFrame:
+    """A table's Parquet file, migrated on read to the format's columns: every column added since it was
+    written comes back empty (no column was ever renamed, dropped or retyped: tests/test_old_tables.py
+    builds a table of each past schema)."""
     try:
         frame = pd.read_parquet(path)
     except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
         hint = f"; {fmt.recovery}" if fmt.recovery else ""
         raise UserError(f"{path}: not a readable {fmt.label} table ({_first_line(exc)}){hint}") from None
+    if "schema_version" not in frame.columns:
+        raise UserError(f"{path}: no schema_version column: not a {fmt.label} table this harness wrote")
     versions = set(frame["schema_version"].dropna().unique())
     readable = set(fmt.readable) | {fmt.version}
     if versions - readable:
         raise UserError(f"{path}: {fmt.label} schema versions {sorted(versions)}; this harness reads "
                         f"{', '.join(map(str, sorted(readable)))}")
-    return frame_of(fmt, frame.to_dict("records"))  # columns added since it was written come back empty
+    return frame_of(fmt, frame)  # columns added since it was written come back empty
 
 
 def is_busy(row: Mapping[str, Any]) -> bool:
