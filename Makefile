@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINES_STAMP := $(VENV)/.installed-engines
 
-.PHONY: quickstart test timing-test bench bench-dlio clean
+.PHONY: quickstart test timing-test bench bench-dlio bench-changepoints clean
 
 # The build constraint: chainer's sdist builds only with setuptools < 81 (its setup.py imports pkg_resources).
 # Horovod: built once from its sdist with our patch, cached in ~/.cache/rosetta/horovod/ (tools/install_horovod.py).
@@ -65,6 +65,13 @@ bench-dlio: $(STAMP)
 	$(BIN)/python tools/install_packages.py --quiet -e '.[bench]'
 	$(BIN)/python -m pip install --quiet --no-deps dlio-benchmark==2.0.0
 	$(BIN)/python benchmarks/dlio_side_by_side.py
+
+# The change-point benchmark runs Apache Otava beside our detector. Otava 0.8.0 declares numpy==2.2 (Chainer
+# needs NumPy < 2) and clients for its data sources; its analysis needs only NumPy and SciPy, so it goes in
+# without its declared dependencies (no extra in pyproject.toml could say that).
+bench-changepoints: $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-deps apache-otava==0.8.0
+	$(BIN)/python benchmarks/changepoints.py
 
 clean:
 	rm -rf $(VENV)
