@@ -127,9 +127,10 @@ def test_a_busy_sweep_is_not_judged_and_says_why(tmp_path):
     rows = [r for i in range(11) for r in _sweep(i, 0.080, rng)]
     slow = _sweep(11, 0.120, rng)
     table = results.to_frame(rows + slow)
-    table[history.BUSY_COLUMN] = [False] * len(rows) + [True] * len(slow)
+    table["machine_busy"] = [False] * len(rows) + [True] * len(slow)
+    table["busy_note"] = [None] * len(rows) + ["other processes used 48% of the CPUs"] * len(slow)
     [s] = history.series(table)
-    assert s.verdict.verdict == history.NOT_JUDGED and "busy" in s.verdict.note
+    assert s.verdict.verdict == history.NOT_JUDGED and "busy" in s.verdict.note and "48%" in s.verdict.note
     assert not history.gate_failed([s])
 
 

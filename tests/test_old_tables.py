@@ -1,6 +1,6 @@
 """Every results table this project ever wrote still loads, for report, compare and history.
 
-The schemas below are every distinct column list (27 by 2026-11-25) harness/results/table.py (before it, harness/results.py)
+The schemas below are every distinct column list (28 by 2026-11-25) harness/results/table.py (before it, harness/results.py)
 ever had, found with ``git log -p`` over both files: the first table's 50 columns, the groups of columns
 added since (each group's columns always came and went together), and which groups each past schema held,
 with its ``schema_version`` and the commit that wrote it (branches that bumped the version and merged later
@@ -51,6 +51,7 @@ GROUPS = {
               "mlperf_compliant mlperf_violations mlperf_replication_spread",
     "mfu": "peak_gpu_allocated_mb rank_peak_gpu_allocated_mb peak_gpu_reserved_mb rank_peak_gpu_reserved_mb "
            "model_flops_per_sample achieved_tflops peak_tflops peak_source peak_devices mfu",
+    "busy": "other_cpu_share load_avg steal_share cpu_mhz machine_busy busy_note",
 }
 _MAIN = "strategy network telemetry precision storage layout"
 SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table has beyond FIRST)
@@ -72,6 +73,8 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
                    "partitions mlperf"),
     (3, "dc92715", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers stage_time "
                    "partitions mlperf mfu"),
+    (4, "13e247d", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers stage_time "
+                   "partitions mlperf mfu busy"),
 ]
 
 

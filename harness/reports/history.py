@@ -11,8 +11,8 @@ beside the step it may explain.
 
 The **gate** reads the newest sweep of every series: a regression when it is a *suspected* step down (it
 alone departs from its level) or when a step down was *confirmed* by it (the step is in this analysis and
-was not in the one without this sweep). A sweep whose launches ran on a busy machine (a true
-``machine_busy`` column, where the table has one) is not judged, and says so.
+was not in the one without this sweep). Launches measured on a busy machine (``machine_busy``) are left
+out; a sweep with no other launch is not judged, and says so.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from harness.base.errors import UserError
 from harness.contract.axes import Status
 from harness.reports import changepoints as cp
 from harness.results import compare
+from harness.results import table as results
 
 MACHINE_FIELDS = ("host", "cpu_model", "cpu_cores", "gpu_model", "gpu_count")  # series never mix across these
-BUSY_COLUMN = "machine_busy"  # a true value: the run shared its machine with other load (not judged)
+BUSY_COLUMNS = ("machine_busy", "busy_note", "other_cpu_share")  # a busy launch is left out (table.is_busy)
 REGRESSION, IMPROVEMENT, SAME, NOT_JUDGED = "regression", "improvement", "no change", "not judged"
 
 
@@ -161,7 +162,7 @@ def series(table: pd.DataFrame, *, config_id: str | None = None, host: str | Non
 
 NEEDED = ("config_id", "sweep_id", "timestamp", "status", "reason", "step_times_s", "throughput", "global_batch",
           "sample_unit", "framework", "workload", "size", "nodes", "procs_per_node", "batch_per_worker", "strategy",
-          "storage", "launcher", BUSY_COLUMN)
+          "storage", "launcher", *BUSY_COLUMNS)
 
 
 def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int | None = None) -> Series:
@@ -205,9 +206,9 @@ def _launch_rates(rows: list[dict], batch: float) -> tuple[list[float], str]:
     ok = [r for r in rows if r["status"] == Status.OK.value and _present(r["step_times_s"])]
     if not ok:
         return [], "nothing measured: " + ", ".join(sorted({str(r["status"]) for r in rows}))
-    quiet = [r for r in ok if not (_present(r.get(BUSY_COLUMN)) and bool(r[BUSY_COLUMN]))]
+    quiet = [r for r in ok if not results.is_busy(r)]
     if not quiet:
-        return [], f"not judged: the machine was busy in all {len(ok)} launches ({BUSY_COLUMN})"
+        return [], f"not judged: the machine was busy in all {len(ok)} launches ({results.busy_figure(ok[0])})"
     rates = [cp.launch_rate(json.loads(r["step_times_s"]), batch) for r in quiet]
     return [r for r in rates if math.isfinite(r)], ""
 
