@@ -20,7 +20,7 @@ INFO = FrameworkInfo(
     # kubernetes: an MPIJob (mpirun from a launcher pod; the image needs Horovod: tools/install_horovod.py).
     # slurm: srun starts the ranks, Horovod's MPI controller joins them through PMIx (SLURM_MPI_TYPE=pmix;
     # a Horovod built without MPI cannot join ranks that horovodrun did not start).
-    launchers=("horovodrun", "mpirun", "slurm", "kubernetes", "podman", "azureml"),
+    launchers=("horovodrun", "mpirun", "slurm", "kubernetes", "podman", "azureml", "ray"),
     kubernetes_job="MPIJob",
     worker_module="frameworks.horovod_torch.worker",
     requires=("horovod", "torch"),  # the first is the row's framework_version

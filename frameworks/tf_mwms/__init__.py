@@ -19,7 +19,7 @@ INFO = FrameworkInfo(
     dockerfile="docker/tensorflow.Dockerfile",
     container_per_rank=True,  # podman: a container per rank (torch.distributed-style variables)
     # torchrun serves as a plain process launcher here: the workers meet through TF_CONFIG, not torch
-    launchers=("torchrun", "mpirun", "slurm", "kubernetes", "podman", "azureml"),
+    launchers=("torchrun", "mpirun", "slurm", "kubernetes", "podman", "azureml", "ray"),
     worker_module="frameworks.tf_mwms.worker",
     requires=("tensorflow", "keras"),
     workload_requires={Workload.DIGITS: ("sklearn",)},

@@ -37,6 +37,7 @@ REGISTRY: dict[str, str] = {
     "kubernetes": "harness.launchers.kubernetes",
     "podman": "harness.launchers.podman",
     "azureml": "harness.launchers.azureml",
+    "ray": "harness.launchers.ray",
 }
 AUTO = "auto"  # the framework's own default launcher
 
