@@ -114,10 +114,10 @@ def test_machines_stay_apart_and_host_selects(tmp_path, capsys):
     a = _store(tmp_path / "m1", [0.080] * 12, host="m1")
     b = _store(tmp_path / "m2", [0.088] * 12, seed=4, host="m2")
     both = history.series(history.load([a, b]))
-    assert sorted(s.machine for s in both) == ["m1 (cpu, 2)", "m2 (cpu, 2)"]
+    assert sorted(s.machine for s in both) == ["m1 (cpu, 2 cores)", "m2 (cpu, 2 cores)"]
     assert all(s.steps == () and len(s.points) == 12 for s in both)
     only = history.series(history.load([a, b]), host="m2")
-    assert [s.machine for s in only] == ["m2 (cpu, 2)"]
+    assert [s.machine for s in only] == ["m2 (cpu, 2 cores)"]
     assert cli.main(["history", str(a), str(b), "--host", "m3", "--no-chart"]) == 2
     assert "no host 'm3'" in capsys.readouterr().err
 
@@ -157,3 +157,12 @@ def test_last_n_and_the_chart_path(tmp_path, monkeypatch):
     assert (store / "history.png").exists() and not (tmp_path / "results").exists()
     [s] = history.series(results.load(store), last=5)
     assert [p.sweep_id for p in s.points] == [f"s{i:02d}" for i in range(7, 12)]
+
+
+def test_a_newest_sweep_without_finite_step_times_is_not_judged(tmp_path):
+    rng = random.Random(3)
+    rows = [r for i in range(11) for r in _sweep(i, 0.080, rng)]
+    broken = [{**r, "step_times_s": json.dumps([float("nan"), float("inf")])} for r in _sweep(11, 0.080, rng)]
+    [s] = history.series(results.to_frame(rows + broken))
+    assert s.verdict.verdict == history.NOT_JUDGED and "finite" in s.verdict.note
+    assert math.isnan(s.points[-1].rate) and not history.gate_failed([s])

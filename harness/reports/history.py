@@ -126,9 +126,13 @@ def _present(value) -> bool:
 
 
 def machine_of(row) -> str:
-    """The machine a row was measured on, in words: "host (cpu model, cores, gpu model, count)"."""
-    facts = [str(row[f]) for f in MACHINE_FIELDS[1:] if f in row and _present(row[f])]
-    host = str(row["host"]) if "host" in row and _present(row["host"]) else "unknown host"
+    """The machine a row was measured on, in words: "host (cpu model, N cores, gpu model x count)"."""
+    value = {f: row[f] if f in row and _present(row[f]) else None for f in MACHINE_FIELDS}
+    facts = [str(value["cpu_model"]) if value["cpu_model"] else "",
+             f"{value['cpu_cores']} cores" if value["cpu_cores"] else "",
+             f"{value['gpu_model']} x{value['gpu_count'] or 1}" if value["gpu_model"] else ""]
+    host = str(value["host"]) if value["host"] else "unknown host"
+    facts = [f for f in facts if f]
     return f"{host} ({', '.join(facts)})" if facts else host
 
 
@@ -209,8 +213,8 @@ def _launch_rates(rows: list[dict], batch: float) -> tuple[list[float], str]:
     quiet = [r for r in ok if not results.is_busy(r)]
     if not quiet:
         return [], f"not judged: the machine was busy in all {len(ok)} launches ({results.busy_figure(ok[0])})"
-    rates = [cp.launch_rate(json.loads(r["step_times_s"]), batch) for r in quiet]
-    return [r for r in rates if math.isfinite(r)], ""
+    rates = [r for r in (cp.launch_rate(json.loads(r["step_times_s"]), batch) for r in quiet) if math.isfinite(r)]
+    return rates, "" if rates else "not judged: no finite, positive step time in its launches"
 
 
 def _step(change: cp.Change, ids: list[str], stamps: dict[str, str], provenance) -> Step:
