@@ -46,7 +46,7 @@ TREND_MIN = 8  # sweeps a level needs before its own slope is tested
 TRAIL = 3  # the newest sweeps tested together against their level (1, 2, 3)
 SLOW_TAIL = 0.1  # share of a launch's slowest steps left out of its figure
 
-SUSPECTED, CONFIRMED, WITHDRAWN = "suspected", "confirmed", "withdrawn"
+SUSPECTED, CONFIRMED = "suspected", "confirmed"  # a withdrawn suspicion is an outlier
 DOWN, UP = "down", "up"
 
 
