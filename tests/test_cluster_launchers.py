@@ -1,5 +1,6 @@
-"""SLURM scripts and Kubernetes manifests, checked as what would run (and the manifests validated
-offline: pod templates against Kubernetes' schemas, the job against the PyTorchJob schema)."""
+"""SLURM scripts and Kubernetes manifests, checked as what would run (and the manifests validated offline: pod
+templates against Kubernetes' schemas, the job against the PyTorchJob schema). What every launcher does,
+its dry run included, is tests/test_conformance_launchers.py's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import yaml
 from harness.base.errors import UserError
 from harness.experiment import scenario
 from harness.launchers import LaunchRequest, get, slurm
-from harness.running.runner import dry_run
 from tests.test_launchers import spec
 
 SCHEMA = Path(__file__).parent / "data" / "pytorchjob-v1.schema.json"
@@ -110,29 +110,6 @@ def test_a_bad_launcher_option_is_a_one_line_error(write_scenario):
         scenario.load(write_scenario(text.replace('launcher = "slurm"', 'network = "fast"')))
     with pytest.raises(UserError, match=r"\[matrix\] launcher: must be one of auto, torchrun"):
         scenario.load(write_scenario(text.replace('launcher = "slurm"', 'launcher = "pbs"')))
-
-
-def test_one_scenario_dry_runs_through_every_launcher(write_scenario, tmp_path, monkeypatch):
-    text = """
-    [settings]
-    warmup_steps = 1
-    measured_steps = 2
-    [matrix]
-    framework = "torch_ddp"
-    workload = "resnet50"
-    size = "tiny"
-    launcher = ["torchrun", "mpirun", "slurm", "kubernetes"]
-    """
-    sc = scenario.load(write_scenario(text))
-    monkeypatch.chdir(tmp_path)
-    planned = dry_run(sc, Path("."))
-    assert [s.launcher for s, _, _ in planned] == ["torchrun", "mpirun", "slurm", "kubernetes"] * 3
-    files = {s.launcher: sorted(p.name for p in run_dir.iterdir()) for s, run_dir, _ in planned[:4]}
-    assert files["slurm"] == ["command.json", "job.sbatch", "spec.json"]
-    assert files["kubernetes"] == ["command.json", "job.yaml", "spec.json"]
-    assert not (tmp_path / "results.parquet").exists()  # nothing ran, nothing recorded
-    # the batch script names the spec by its full path: it runs in the repository (--chdir), not here
-    assert f"{tmp_path}/dry-run/" in (planned[2][1] / "job.sbatch").read_text().splitlines()[-1]
 
 
 def _job(framework_kind: str, **kw) -> dict:
