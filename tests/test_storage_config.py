@@ -92,3 +92,14 @@ url = "s3://b/imagenet"
     by = {spec.storage.value: spec for spec in expand(sc)}
     assert by["local"].storage_options["layout"] == "shards" and by["s3"].storage_options["layout"] == "files"
     assert by["local"].config_id() != by["s3"].config_id()
+
+
+def test_a_backend_whose_client_is_not_installed_is_a_skipped_run_naming_the_package():
+    """alluxio is declared (a scenario may name it) but alluxiofs is not installed here: the run is skipped, not failed."""
+    from harness.contract.axes import Storage
+    from harness.running.runner import skip_reason
+    from tests.test_launchers import spec
+
+    assert skip_reason(spec(storage=Storage.ALLUXIO, storage_options={"url": "/data"})) == (
+        "storage alluxio needs the Python package alluxiofs (pip install alluxiofs)")
+    assert skip_reason(spec(storage=Storage.LOCAL, storage_options={"url": "/data"})) is None

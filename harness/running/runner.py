@@ -23,6 +23,7 @@ from harness.experiment.scenario import Scenario
 from harness.launchers import LaunchRequest
 from harness.results import provenance, redact, table as results, utilization
 from harness.running import collect, execute, storage_rules
+from harness.storage import backends
 
 
 class Observer(Protocol):
@@ -137,13 +138,17 @@ def skip_reason(spec: RunSpec, max_workers: int | None = None) -> str | None:
     # a launcher that runs the ranks in the framework's image needs nothing of it here
     in_image = getattr(launchers.module(spec.launcher), "IN_IMAGE", False)
     missing = [] if in_image else info.missing_modules(spec.workload)
+    client = backends.REGISTRY.get(spec.storage.value)  # none for synthetic data
+    missing_client = [] if in_image or client is None else client.missing(spec.storage_options)
     return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.launcher, spec.device)
             or info.unsupported_numerics(spec.workload, spec.precision, spec.memory_format, spec.compile,
                                          spec.device)
             or launchers.unsupported_reason(spec.launcher, spec)
             or strategies.placement_reason(spec.strategy, spec.strategy_options, spec.nodes, spec.world_size)
             or strategies.shard_reason(spec.strategy, spec.workload_options, spec.world_size)
-            or (f"not installed: {', '.join(missing)} (install the {spec.framework} extra)" if missing else None))
+            or (f"not installed: {', '.join(missing)} (install the {spec.framework} extra)" if missing else None)
+            or (f"storage {spec.storage.value} needs the Python package {', '.join(missing_client)} (pip install "
+                f"{' '.join(missing_client)}{client.install_hint})" if missing_client else None))
 
 
 def prepare(spec: RunSpec, run_dir: Path) -> launchers.LaunchCommand:
