@@ -1,23 +1,19 @@
-"""One test suite every storage backend passes, each against its real server on 127.0.0.1.
-
-local: a folder; s3: SeaweedFS; blob: Azurite; cached: fsspec's filecache in front of SeaweedFS;
-nfs: NFS-Ganesha exporting a folder over NFSv4, read (and written) through libnfs, nothing mounted; nfs_mounted: an
-NFS url that is a plain path (a mounted NFS folder on a cluster), read like local.
-A server that cannot start here skips its backend's tests with the reason.
+"""What one storage backend does that the others do not, against its real server on 127.0.0.1: the cache's
+second read from local disk, NFS's user-space client (listing, ranges, writes past libnfs' NFSv4 limit,
+a server that is down), the registry's errors, the rpcbind stand-in NFSv3 needs. What every backend does
+is tests/test_conformance_storage.py's. A server that cannot start here skips its tests with the reason.
 """
 
 import dataclasses
 import hashlib
 import random
 import shutil
-import tarfile
 import uuid
-from pathlib import Path
 
 import pytest
 
 from harness.base.errors import UserError
-from harness.storage import backends as storage, datagen, textdata
+from harness.storage import backends as storage, datagen
 from testbed import servers as storage_servers
 from tests.conftest import (
     S3_KEY as ACCESS_KEY,  # the shared test credentials
@@ -43,15 +39,6 @@ def s3_endpoint(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def blob_connection(tmp_path_factory):
-    try:
-        with storage_servers.azurite(tmp_path_factory.mktemp("azurite")) as conn:
-            yield conn
-    except storage_servers.Unavailable as exc:
-        pytest.skip(f"Blob server (Azurite) unavailable: {exc}")
-
-
-@pytest.fixture(scope="module")
 def nfs_server(tmp_path_factory):
     """NFS-Ganesha exporting a fresh folder (read-write, NFSv4); yields (nfs:// url of the export, the folder on disk)."""
     try:
@@ -73,104 +60,6 @@ def nfs_dataset(dataset, nfs_server):
     folder = f"rosetta-{uuid.uuid4().hex[:10]}"
     shutil.copytree(dataset, export / folder)
     return f"{url}/{folder}", export / folder
-
-
-def server_write(store, rel, data):
-    """Replace an object on the backend's server itself (not through a cache)."""
-    if getattr(store, "disk_root", None):  # nfs: the exported folder on disk
-        (Path(store.disk_root) / rel).write_bytes(data)
-    else:
-        (store.fs.fs if store.backend == "cached" else store.fs).pipe_file(f"{store.root}/{rel}", data)
-
-
-BACKENDS = ["local", "s3", "blob", "cached", "nfs", "nfs_mounted"]
-
-
-@pytest.fixture(scope="module")
-def text_dataset(tmp_path_factory):
-    """Pre-tokenized BERT partitions (3 x 70 sequences of 32 tokens)."""
-    root = tmp_path_factory.mktemp("text")
-    datagen.make(datagen.parse_spec({"kind": "bert", "partitions": 3, "partition_samples": 70, "seq_len": 32,
-                                     "max_predictions": 5}, "test"), root)
-    return root
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request, dataset, tmp_path, monkeypatch):
-    """The image dataset uploaded to a fresh location on the backend; returns the Store reading it."""
-    return store_on(request, request.param, dataset, tmp_path, monkeypatch)
-
-
-@pytest.fixture(params=BACKENDS)
-def text_store(request, text_dataset, tmp_path, monkeypatch):
-    """The BERT partitions uploaded to a fresh location on the backend; returns the Store reading them."""
-    return store_on(request, request.param, text_dataset, tmp_path, monkeypatch)
-
-
-def store_on(request, name, dataset, tmp_path, monkeypatch):
-    bucket = f"rosetta-{uuid.uuid4().hex[:10]}"
-    if name == "nfs":
-        url, disk = nfs_dataset(dataset, request.getfixturevalue("nfs_server"))
-        store = storage.Store("nfs", {"url": url})
-        store.disk_root = str(disk)
-        return store
-    if name == "nfs_mounted":  # what a cluster's mounted NFS folder looks like to the harness: a path
-        storage.upload(dataset, "local", {"url": str(tmp_path / "mnt")})
-        return storage.Store("nfs", {"url": str(tmp_path / "mnt")})
-    if name in ("s3", "cached"):
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-        endpoint = request.getfixturevalue("s3_endpoint")
-        options = {"url": f"s3://{bucket}/imagenet", "endpoint_url": endpoint}
-        remote = storage.Store("s3", options)
-        remote.fs.mkdir(bucket)
-    elif name == "blob":
-        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", request.getfixturevalue("blob_connection"))
-        options = {"url": f"abfs://{bucket}/imagenet"}
-        storage.Store("blob", options).fs.mkdir(bucket)
-    else:
-        options = {"url": str(tmp_path / "remote")}
-    storage.upload(dataset, "s3" if name == "cached" else name, options)
-    if name == "cached":
-        options = {**options, "remote": "s3", "cache_dir": str(tmp_path / "cache")}
-    return storage.Store(name, options)
-
-
-def manifest_of(store):
-    return datagen.read_manifest(store.read(datagen.MANIFEST), store.url(datagen.MANIFEST))
-
-
-def test_reads_every_object_with_the_manifest_bytes(store):
-    manifest = manifest_of(store)
-    for obj in manifest["objects"]:
-        data = store.read(obj["path"])
-        assert hashlib.sha256(data).hexdigest() == obj["sha256"]
-    assert store.reads == len(manifest["objects"]) + 1
-    assert store.bytes_read >= sum(o["bytes"] for o in manifest["objects"])
-
-
-def test_missing_object_names_backend_and_object(store):
-    with pytest.raises(storage.StorageError, match=rf"storage {store.backend}: object .*no/such\.jpg"):
-        store.read("no/such.jpg")
-
-
-def test_store_survives_pickling_into_loader_workers(store):
-    import pickle
-
-    copy = pickle.loads(pickle.dumps(store))
-    assert copy.read(datagen.MANIFEST) == store.read(datagen.MANIFEST)
-
-
-def test_corrupted_object_fails_verification_naming_backend_and_object(store):
-    manifest = manifest_of(store)
-    victim = manifest["samples"][0]["file"]
-    good = store.read(victim)
-    server_write(store, victim, good[: len(good) // 2])  # truncate the real object on the server
-    fresh = storage.Store(store.backend, {**store.options, "cache_dir": store.options.get("cache_dir", "") + "-cold"}
-                          if store.backend == "cached" else store.options)
-    verifier = storage.Verifier({s["file"]: s["sha256"] for s in manifest["samples"]}, fraction=1.0)
-    with pytest.raises(storage.StorageError, match=rf"storage {store.backend}: object .*{victim}.* checksum"):
-        verifier.check(fresh, victim, fresh.read(victim))
 
 
 def test_sampled_verification_checks_the_chosen_fraction():
@@ -283,70 +172,6 @@ def test_registry_names_missing_package_and_bad_options(monkeypatch):
         storage.Store("local", {})
     with pytest.raises(UserError, match="option remote"):
         storage.Store("cached", {"url": "/x", "cache_dir": "/tmp/c"}).fs
-
-
-def test_copy_to_local_stages_every_object(store, tmp_path):
-    manifest = manifest_of(store)
-    rels = [o["path"] for o in manifest["objects"]]
-    seconds = storage.copy_to_local(store, rels, tmp_path / "staged")
-    assert seconds > 0
-    local = storage.Store("local", {"url": str(tmp_path / "staged")})
-    assert all(hashlib.sha256(local.read(o["path"])).hexdigest() == o["sha256"] for o in manifest["objects"])
-
-
-def test_tar_shards_stream_through_the_store_with_their_checksums(store):
-    """The shard layout read as the input pipeline reads it: tarfile over the backend's file object."""
-    manifest = manifest_of(store)
-    verifier = storage.Verifier({s["path"]: s["sha256"] for s in manifest["shards"]}, fraction=1.0)
-    keys = []
-    for shard in manifest["shards"]:
-        with store.open(shard["path"], digest=True) as reader, tarfile.open(fileobj=reader, mode="r|") as tar:
-            for member in tar:
-                payload = tar.extractfile(member).read()
-                if member.name.endswith(".jpg"):
-                    keys.append(member.name[:-4])
-                    sample = manifest["samples"][int(member.name[:-4])]
-                    assert hashlib.sha256(payload).hexdigest() == sample["sha256"]
-            while reader.read(1 << 16):  # the archive's end padding
-                pass
-            verifier.check_digest(store, shard["path"], reader.hash.hexdigest(), reader.size)
-            assert reader.size == shard["bytes"]
-    assert keys == [s["key"] for s in manifest["samples"]] and verifier.verified == len(manifest["shards"])
-    assert store.bytes_read >= sum(s["bytes"] for s in manifest["shards"])
-
-
-def test_bert_partitions_stream_in_blocks_and_verify(text_store):
-    manifest = manifest_of(text_store)
-    assert manifest["kind"] == "bert"
-    spec = manifest["spec"]
-    for part in manifest["partitions"]:
-        with text_store.open(part["path"], digest=True) as reader:
-            blocks = list(textdata.iter_blocks(reader, spec["seq_len"], spec["max_predictions"], spec["vocab_size"],
-                                               block=32))
-            assert [len(b) for b in blocks] == [32, 32, 6]
-            assert reader.hash.hexdigest() == part["sha256"] and reader.size == part["bytes"]
-    assert text_store.reads == len(manifest["partitions"]) + 1
-
-
-def test_corrupted_partition_fails_its_checksum_naming_backend_and_object(text_store):
-    manifest = manifest_of(text_store)
-    victim = manifest["partitions"][1]["path"]
-    good = bytearray(text_store.read(victim))
-    good[-10] ^= 0x01  # one bit of one record: still valid records, wrong bytes
-    server_write(text_store, victim, bytes(good))
-    fresh = storage.Store(text_store.backend, {**text_store.options, "cache_dir": text_store.options.get("cache_dir", "")
-                                              + "-cold"} if text_store.backend == "cached" else text_store.options)
-    verifier = storage.Verifier({p["path"]: p["sha256"] for p in manifest["partitions"]}, fraction=1.0)
-    with fresh.open(victim, digest=True) as reader:
-        while reader.read(1 << 16):
-            pass
-    with pytest.raises(storage.StorageError, match=rf"storage {text_store.backend}: object .*{victim}.* checksum"):
-        verifier.check_digest(fresh, victim, reader.hash.hexdigest(), reader.size)
-
-
-def test_streaming_a_missing_object_names_backend_and_object(store):
-    with pytest.raises(storage.StorageError, match=rf"storage {store.backend}: object .*no/such\.tar"):
-        store.open("no/such.tar").read()
 
 
 def test_the_rpcbind_stand_in_accepts_a_registration_and_maps_nothing(tmp_path):
