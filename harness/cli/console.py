@@ -107,18 +107,7 @@ def sweep_exit_status(rows: list[dict[str, Any]], allow_failures: bool) -> int:
 
 def print_dry_run(scenario, results_dir: Path, max_workers: int | None = None) -> None:
     """Write every run's files without launching, and say which would run and which would skip."""
-    from rich.markup import escape
-    from rich.table import Table
-
+    from harness.reports.plan import dry_run_table
     from harness.running.runner import dry_run
 
-    planned = dry_run(scenario, results_dir, max_workers)
-    table = Table(title=f"{scenario.name}: {len(planned)} runs written, none launched")
-    for col in ("#", "framework", "workload", "world", "batch", "precision", "launcher", "folder", "here"):
-        table.add_column(col)
-    for i, (spec, run_dir, reason) in enumerate(planned):
-        table.add_row(str(i), spec.framework, f"{spec.workload.value}/{spec.size.value}",
-                      f"{spec.nodes}x{spec.procs_per_node}", str(spec.batch_per_worker), spec.precision.value,
-                      spec.launcher, str(run_dir),
-                      "would run" if reason is None else escape(f"would skip: {reason}"))
-    wide_console().print(table)
+    print_items([dry_run_table(scenario, dry_run(scenario, results_dir, max_workers))])

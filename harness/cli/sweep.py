@@ -1,9 +1,10 @@
-"""Verbs that plan and run: ``rosetta list``, ``plan``, ``run`` (and its dry run), ``equivalence``."""
+"""Verbs that plan and run: ``rosetta list``, ``plan``, ``run`` (and its dry run), ``equivalence``: their
+arguments parsed, the work and the tables done by harness.reports (catalog, plan, sweep_report,
+equivalence_report) and harness.running."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 from harness.base.errors import UserError
@@ -11,6 +12,7 @@ from harness.cli.console import (
     DEFAULT_RESULTS,
     add_allow_failures,
     print_dry_run,
+    print_items,
     report_sweep,
     run_with_progress,
     sweep_exit_status,
@@ -55,158 +57,30 @@ def _load_scenario(path: str | None):
 
 def cmd_equivalence(args: argparse.Namespace) -> int:
     import frameworks
-    from harness.contract.axes import Size, Workload
-    from harness.contract.equivalence import REFERENCE_FRAMEWORK
-    from harness.running.probe import PUBLISHED_PARAMETERS, verify
+    from harness.contract.axes import Size
+    from harness.reports.equivalence_report import equivalence_report
 
-    size = Size(args.size)
     chosen = args.framework or frameworks.names()
     unknown = [name for name in chosen if name not in frameworks.REGISTRY]
     if unknown:
         raise UserError(f"--framework: unknown {', '.join(unknown)} (known: {', '.join(frameworks.names())})")
-    console, drifted = wide_console(), False
-    from rich.table import Table
-
-    table = Table(title=f"equivalence with {REFERENCE_FRAMEWORK} ({size.value} size, {args.steps} training steps)")
-    for name in ("framework", "workload", "parameters", "GFLOPs/sample", "optimizer", "loss", "verdict"):
-        table.add_column(name)
-    references: dict[Workload, dict] = {}
-    for name in chosen:
-        info = frameworks.get(name)
-        workloads = []
-        for workload in (w for w in info.workloads if w in PUBLISHED_PARAMETERS):
-            missing = info.missing_modules(workload)
-            if missing:
-                table.add_row(name, workload.value, "", "", "", "", f"not installed ({', '.join(missing)})")
-            else:
-                workloads.append(workload)
-        if not workloads:
-            continue
-        try:
-            verdicts = verify(name, workloads, size, args.steps, references)
-        except RuntimeError as exc:
-            table.add_row(name, ", ".join(w.value for w in workloads), "", "", "", "",
-                          f"[red]probe failed[/red]: {exc}")
-            drifted = True
-            continue
-        for workload, (report, problems) in zip(workloads, verdicts):
-            if name == REFERENCE_FRAMEWORK:
-                references[workload] = report
-            drifted |= bool(problems)
-            losses = report["losses"]
-            table.add_row(name, workload.value, f"{report['parameters']:,}", f"{report['flops_per_sample'] / 1e9:.3f}",
-                          f"{report['optimizer']['name']} lr {report['optimizer']['lr']:g}",
-                          f"{losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "-",
-                          "[green]same[/green]" if not problems else "[red]DRIFT[/red]: " + "; ".join(problems))
-    console.print(table)
+    table, drifted = equivalence_report(chosen, Size(args.size), args.steps)
+    print_items([table])
     return 1 if drifted else 0
 
 
-def strategy_cell(info, strategy) -> str:
-    """A strategy as ``rosetta list`` shows it: its name, and the devices it runs on where it is bound to some."""
-    devices = info.strategy_devices.get(strategy)
-    return strategy.value + (f" ({'/'.join(d.value for d in devices)} only)" if devices else "")
-
-
 def cmd_list(args: argparse.Namespace) -> None:
-    from rich.table import Table
+    from harness.reports.catalog import catalog_items
 
-    import frameworks
-    from harness.contract.axes import Device, Storage, Strategy
-    from harness.contract.workloads import WORKLOADS
-
-    console = wide_console()
-    table = Table(title="Frameworks")
-    for col in ("name", "title", "launchers", "workloads", "strategies", "storage", "devices", "precision",
-                "memory format", "compile", "installed"):
-        table.add_column(col)
-    for name in frameworks.names():
-        info = frameworks.get(name)
-        missing = info.missing_modules()
-        extra = sorted({m for w in info.workloads for m in info.missing_modules(w)} - set(missing))
-        installed = "[green]yes[/green]" if not missing else f"[red]no[/red] (missing {', '.join(missing)})"
-        if not missing and extra:
-            installed += f" (for some workloads, missing {', '.join(extra)})"
-        table.add_row(name, info.title, ", ".join(info.launchers), ", ".join(w.value for w in info.workloads),
-                      ", ".join(strategy_cell(info, s) for s in info.strategies),
-                      ", ".join(s.value for s in info.storage),
-                      ", ".join(d.value for d in info.devices), ", ".join(p.value for p in info.precisions),
-                      _memory_formats(info), ", ".join(c.value for c in info.compiles), installed)
-    console.print(table)
-    workloads = Table(title="Workloads (sizes are option sets)")
-    for col in ("name", "model", "unit", "sizes"):
-        workloads.add_column(col)
-    for info in WORKLOADS.values():
-        sizes = "; ".join(f"{s.value}: " + ", ".join(f"{k}={v}" for k, v in opts.items())
-                          for s, opts in info.presets.items())
-        workloads.add_row(info.name.value, info.title, info.sample_unit, sizes)
-    console.print(workloads)
-    from harness.experiment.strategies import ONE_HOST, OPTIONS
-
-    def with_options(strategy: Strategy) -> str:
-        defaults = dataclasses.asdict(OPTIONS[strategy]())
-        shown = [f"{k}={getattr(v, 'value', v)}" for k, v in defaults.items()]  # str-Enums by their value
-        shown += [f"{name}: {'/'.join(w.value for w in frameworks.get(name).strategy_workloads[strategy])} only"
-                  for name in frameworks.names() if strategy in frameworks.get(name).strategy_workloads]
-        return strategy.value + (f" ({', '.join(shown)})" if shown else "")
-
-    console.print(f"Strategies (default options): {'; '.join(with_options(s) for s in Strategy)}")
-    console.print(f"One host only (a model in shared memory): {', '.join(s.value for s in ONE_HOST)}")
-    console.print(f"Storage backends: {', '.join(s.value for s in Storage)}")
-    console.print(f"Devices: {', '.join(d.value for d in Device)}")
-    from harness import launchers
-
-    console.print(f"Launchers: {', '.join(launchers.names())} ({launchers.AUTO}: the framework's first)")
-    from harness.base import network
-
-    console.print(f"Networks (link cap between hosts): {network.UNLIMITED} or a rate such as 1gbit, 100mbit")
-    from harness.experiment.scenario import Matrix
-
-    bounds = [f"{f.name} {f.metadata['min']}..{f.metadata['max']:,}" for f in dataclasses.fields(Matrix)
-              if "max" in f.metadata]
-    console.print(f"Numeric axes (integers): {', '.join(bounds)}; sizes: see Workloads")
-
-
-def _memory_formats(info) -> str:
-    """The memory formats a framework runs in: contiguous, and others with the workloads that have them."""
-    from harness.contract.axes import MemoryFormat
-
-    others: dict[str, list[str]] = {}
-    for workload in info.workloads:
-        for fmt in info.memory_formats.get(workload, ()):
-            if fmt != MemoryFormat.CONTIGUOUS:
-                others.setdefault(fmt.value, []).append(workload.value)
-    return "; ".join([MemoryFormat.CONTIGUOUS.value] + [f"{f} ({', '.join(w)})" for f, w in others.items()])
-
-
-# Dimensions a plan leaves out: the scenario's name and what follows from the others.
-PLAN_HIDDEN = ("scenario", "world_size", "global_batch", "warmup_steps", "measured_steps")
+    print_items(catalog_items())
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
     from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
-    from harness.experiment.matrix import expand
-    from harness.running.runner import skip_reason
+    from harness.reports.plan import plan_table
 
-    scenario = _load_scenario(args.scenario)
-    specs = expand(scenario)
-    dims = [spec.dimensions() for spec in specs]
-    shown = [k for k in (dims[0] if dims else {}) if k not in PLAN_HIDDEN]
-    varying = [k for k in shown if len({str(d[k]) for d in dims}) > 1]
-    constant = ", ".join(f"{k} = {dims[0][k]}" for k in shown if k not in varying)
-    table = Table(title=f"{scenario.name}: {len(specs)} runs ({scenario.settings.repeats} repeats, "
-                        f"{scenario.settings.warmup_steps} warm-up + {scenario.settings.measured_steps} "
-                        f"measured steps each)\n{constant}")
-    for col in ("#", *varying, "repeat", "will run"):
-        table.add_column(col)
-    for i, (spec, dim) in enumerate(zip(specs, dims)):
-        reason = skip_reason(spec)
-        table.add_row(str(i), *(str(dim[k]) for k in varying), str(spec.repeat),
-                      "yes" if reason is None else escape(f"skip: {reason}"))
-    Console().print(table)
+    print_items([plan_table(_load_scenario(args.scenario))], Console())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
