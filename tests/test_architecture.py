@@ -292,3 +292,12 @@ def test_the_product_never_imports_the_test_bed():
              for name, _, line in imports(p, testbed_modules) if name.split(".")[0] == "testbed"]
     assert found == []
     assert ast.get_docstring(ast.parse((REPO / "testbed" / "__init__.py").read_text())), "say what testbed holds"
+
+
+def test_the_verbs_parse_and_dispatch_importing_no_other_verb_in_a_chain():
+    """cli/'s verb modules import console (what they share) and at most a verb that imports none."""
+    shared = {"harness.cli", "harness.cli.main", "harness.cli.__main__", "harness.cli.console"}
+    edges = graph()
+    verbs = {m for m in edges if m.startswith("harness.cli.") and m not in shared}
+    chains = [f"{a} -> {b} -> {c}" for a in verbs for b in edges[a] & verbs for c in edges[b] & verbs]
+    assert verbs and chains == []
