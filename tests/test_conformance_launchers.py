@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import sys
 import textwrap
@@ -119,9 +120,12 @@ def test_it_builds_argv_env_and_files_that_start_the_worker_on_the_spec(launcher
         assert isinstance(argv, tuple) and all(isinstance(a, str) for a in argv), argv  # never a shell string
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in command.env.items())
     assert all(isinstance(k, str) and "/" not in k and isinstance(v, str) for k, v in command.files.items())
-    # the ranks run the framework's worker on this spec, in the argv or in a file the launch hands over
+    # the ranks run the framework's worker on this spec, named in the argv or in a file the launch hands over;
+    # the spec by its file's path, or carried whole where the ranks run elsewhere (a cloud job's variable)
     wherever = [" ".join(command.argv), *(" ".join(a) for a in command.also), *command.files.values()]
-    assert any(info.worker_module in text and str(run_dir / "spec.json") in text for text in wherever)
+    carried = re.sub(r"\s", "", json.dumps(spec.to_json()))
+    assert any(info.worker_module in text and (str(run_dir / "spec.json") in text or carried in re.sub(r"\s", "", text))
+               for text in wherever)
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
