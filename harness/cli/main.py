@@ -10,7 +10,7 @@ import sys
 
 from harness.base.environment import own_tools_first
 from harness.base.errors import UserError
-from harness.cli import data, export, perf, results, sweep
+from harness.cli import dashboard, data, export, perf, results, sweep
 
 
 def _stop_like_ctrl_c(signum, _frame) -> None:
@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rosetta", description="Distributed training benchmarks across "
                                      "frameworks, strategies and storage.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (sweep, results, export, perf, data):
+    for group in (sweep, results, dashboard, export, perf, data):
         group.add_parsers(sub)
     return parser
 
