@@ -134,3 +134,8 @@ def test_the_rank_entry_trains_with_the_variables_azure_ml_sets(write_scenario, 
     assert done.returncode == 0, done.stderr[-2000:] + (output / "rank0.log").read_text()[-2000:]
     rank = read_rank(output, 0)
     assert rank.exit == {**rank.exit, "code": 0} and len(rank.step_seconds) == 2 and not rank.errors
+
+
+def test_the_command_line_quotes_every_argument_but_azure_mls_placeholders():
+    line = azureml.shell_line(["x; touch /tmp/rosetta-pwned", "-m", "${{outputs.run}}", "${{inputs.x}}; rm -r /"])
+    assert line == "'x; touch /tmp/rosetta-pwned' -m ${{outputs.run}} '${{inputs.x}}; rm -r /'"

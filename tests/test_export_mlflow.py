@@ -131,6 +131,9 @@ def test_every_row_becomes_a_run_and_a_second_export_adds_none(server, sweeps, c
             assert [(m.step, m.value) for m in history] == [
                 (row["warmup_steps"] + i, pytest.approx(t)) for i, t in enumerate(steps)]
             assert run.data.metrics["efficiency"] > 0
+            assert run.data.tags["rosetta.weights_consistent"] == "True"  # a true/false column: a tag
+            if mlflow_rows.present(row.get("mfu")):  # MFU where the row has it
+                assert run.data.metrics["mfu"] == pytest.approx(row["mfu"])
         else:
             assert run.info.status == "KILLED" and artifacts == {"row.json"}
             assert "chainer has no bert model" in run.data.tags["rosetta.reason"]

@@ -32,8 +32,8 @@ DIMENSIONS = ("framework", "workload", "size", "nodes", "procs_per_node", "world
 PROVENANCE = ("scenario", "config_id", "status", "reason", "sample_unit", "layout", "hosts", "image", "image_id",
               "image_digest", "framework_version", "versions", "host", "os", "cpu_model", "cpu_cores", "gpu_model",
               "gpu_count", "gpu_driver", "mpi", "harness_version", "harness_commit", "timestamp", "run_dir",
-              "strategy_note", "compute_source", "checkpoint_cache_defeat", "weights_checksum",
-              "weights_consistent", "au_ok", "loader_cpu_bound")
+              "strategy_note", "compute_source", "checkpoint_cache_defeat", "weights_checksum")
+# and every true/false column (weights_consistent, au_ok, ...): tags too
 # Numeric columns that are neither measurements nor dimensions.
 NOT_METRICS = frozenset({"schema_version"})
 MAX_TAG_CHARS = 8000  # MLflow's limit on a tag's value
@@ -118,7 +118,8 @@ def histories(row: Mapping[str, Any]) -> dict[str, list[tuple[int, float]]]:
 def tags(row: Mapping[str, Any]) -> dict[str, str]:
     """Identity and provenance as tags; MLflow's own for the source commit."""
     out = {RUN_ID_TAG: str(row["run_id"]), SWEEP_TAG: str(row.get("sweep_id")), KIND_TAG: "row"}
-    for name in PROVENANCE:
+    flags = [name for name, value in row.items() if isinstance(plain(value), bool)]  # verdicts: searchable
+    for name in (*PROVENANCE, *flags):
         value = plain(row.get(name))
         if value is not None:
             out[TAG_PREFIX + name] = str(value)[:MAX_TAG_CHARS]

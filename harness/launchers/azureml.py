@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +39,7 @@ from harness.launchers import LaunchCommand, LaunchRequest, framework_image, opt
 
 JOB = "job.yaml"
 CLUSTER = True  # runs on a scheduler's nodes: `reproduce --at published` sets no limit from this machine
+PLACEHOLDER = re.compile(r"\$\{\{(inputs|outputs)\.\w+\}\}")  # ${{outputs.run}}: Azure ML's, replaced before the shell
 SPEC_VARIABLE = "ROSETTA_SPEC"  # the run's spec document, as JSON (azureml_entry reads it)
 NOT_SUBMITTED = ("azureml: Rosetta writes Azure ML jobs and does not submit them (rosetta run --dry-run writes "
                  "job.yaml per run; az ml job create --file job.yaml submits one to a workspace)")
@@ -94,6 +97,12 @@ def data_input(request: LaunchRequest) -> tuple[dict[str, Any], str]:
                 f"(the compute cluster must reach it)")
 
 
+def shell_line(argv: list[str]) -> str:
+    """The job's command, a shell line on the nodes: every argument quoted but Azure ML's ``${{...}}``
+    placeholders, which it replaces with mount paths before the shell reads the line."""
+    return " ".join(a if PLACEHOLDER.fullmatch(a) else shlex.quote(a) for a in argv)
+
+
 def job(request: LaunchRequest) -> Any:
     """The run's Azure ML command job (an ``azure.ai.ml.entities.CommandJob``)."""
     try:
@@ -112,7 +121,9 @@ def job(request: LaunchRequest) -> Any:
     node = command(
         name=None, display_name=f"{spec.framework} {spec.workload.value}/{spec.size.value} "
                                 f"{spec.nodes}x{spec.procs_per_node} r{spec.repeat}",
-        experiment_name=opts.experiment_name, command=" ".join(argv), code=opts.code or str(request.repo_root),
+        description=f"Rosetta run {request.spec_file}", experiment_name=opts.experiment_name,
+        command=shell_line(argv),
+        code=opts.code or str(request.repo_root),
         environment=Environment(image=framework_image(request, opts.image)), environment_variables=env,
         compute=opts.compute, instance_count=spec.nodes, instance_type=opts.instance_type or None,
         distribution=distribution(request), inputs=inputs,
