@@ -76,3 +76,40 @@ def test_a_gpu_build_joins_the_key_and_must_tick_nccl():
         "Tensor Operations: NCCL"]
     with_nccl = CHECK_BUILD.replace("[ ] NCCL", "[X] NCCL")
     assert install_horovod.check_build_missing(with_nccl, install_horovod.required_build(gpu)) == []
+
+
+def _toolkit(root, nccl=True):
+    """A CUDA toolkit's layout (nvcc, and NCCL's header and library where ``nccl``), empty files."""
+    for path in ["bin/nvcc", *(["include/nccl.h", "lib64/libnccl.so"] if nccl else [])]:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("")
+    return root
+
+
+def test_a_cuda_toolkit_with_nccl_and_a_cuda_torch_builds_nccl_operations(tmp_path):
+    toolkit = _toolkit(tmp_path / "cuda")
+    none = lambda name: None  # noqa: E731 - nothing on PATH
+    found, note = install_horovod.detected_gpu_settings({"CUDA_HOME": str(toolkit)}, none, lambda: "12.6")
+    assert found == {"HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_CUDA_HOME": str(toolkit)} and "NCCL" in note
+    settings = install_horovod.build_settings({}, found)
+    assert install_horovod.required_build(settings)["Tensor Operations"] == ("NCCL",)  # --check then needs NCCL
+    # the environment's own settings win, and ROSETTA_HOROVOD_GPU=0 keeps a CPU build
+    assert install_horovod.detected_gpu_settings({"CUDA_HOME": str(toolkit), "HOROVOD_GPU_OPERATIONS": "NCCL"},
+                                                 none, lambda: "12.6") == ({}, None)
+    assert install_horovod.detected_gpu_settings({"CUDA_HOME": str(toolkit), "ROSETTA_HOROVOD_GPU": "0"},
+                                                 none, lambda: "12.6") == ({}, None)
+    # nvcc found on PATH: its toolkit; NCCL elsewhere, named by HOROVOD_NCCL_HOME
+    bare = _toolkit(tmp_path / "bare", nccl=False)
+    nccl = _toolkit(tmp_path / "nccl")
+    found, _ = install_horovod.detected_gpu_settings({"HOROVOD_NCCL_HOME": str(nccl)},
+                                                     lambda name: str(bare / "bin" / "nvcc"), lambda: "12.6")
+    assert found == {"HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_CUDA_HOME": str(bare), "HOROVOD_NCCL_HOME": str(nccl)}
+
+
+def test_a_toolkit_without_nccl_or_a_cpu_torch_stays_a_cpu_build_and_says_why(tmp_path):
+    bare = _toolkit(tmp_path / "bare", nccl=False)
+    found, note = install_horovod.detected_gpu_settings({"CUDA_HOME": str(bare)}, lambda name: None, lambda: "12.6")
+    assert found == {} and "no NCCL" in note and "libnccl-dev" in note
+    found, note = install_horovod.detected_gpu_settings({"CUDA_HOME": str(_toolkit(tmp_path / "cuda"))},
+                                                        lambda name: None, lambda: None)
+    assert found == {} and "CPU build" in note

@@ -18,9 +18,13 @@ the step exits 0 without Horovod: the Horovod frameworks then show as not instal
 tests are skipped with the reason (with ``--check`` they are an error: there is nothing to check). A build
 that fails with everything present exits 1.
 
-A GPU build (docker/horovod.Dockerfile, on a CUDA devel image) sets ``HOROVOD_GPU_OPERATIONS=NCCL`` and
-optionally ``HOROVOD_BUILD_CUDA_CC_LIST`` etc. (GPU_SETTINGS) in the environment: they join the build
-settings, so the cache key, and ``--check`` then also requires NCCL.
+A GPU build sets ``HOROVOD_GPU_OPERATIONS=NCCL`` and optionally ``HOROVOD_BUILD_CUDA_CC_LIST`` etc.
+(GPU_SETTINGS): docker/horovod.Dockerfile sets them on a CUDA devel image; elsewhere this tool sets them
+itself where it finds a CUDA toolkit (``nvcc`` in ``$CUDA_HOME``, ``$CUDA_PATH``, on PATH or in
+/usr/local/cuda), NCCL's header and library (``$HOROVOD_NCCL_HOME``, the toolkit, /usr or the nvidia-nccl
+wheel) and a CUDA build of torch (:func:`detected_gpu_settings`; ``ROSETTA_HOROVOD_GPU=0`` keeps a CPU
+build). They join the build settings, so the cache key, and ``--check`` then also requires NCCL. A
+toolkit found without NCCL is said, with what to install.
 """
 
 from __future__ import annotations
@@ -80,9 +84,69 @@ def cache_key(inputs: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(dict(inputs), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def build_settings(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """BUILD_ENV, plus the GPU build settings set in ``environ``."""
-    return {**BUILD_ENV, **{name: environ[name] for name in GPU_SETTINGS if environ.get(name)}}
+def build_settings(environ: Mapping[str, str] = os.environ, found: Mapping[str, str] | None = None) -> dict[str, str]:
+    """BUILD_ENV, plus the GPU build settings ``found`` on the machine (:func:`detected_gpu_settings`),
+    plus those set in ``environ`` (which win)."""
+    return {**BUILD_ENV, **(found or {}), **{name: environ[name] for name in GPU_SETTINGS if environ.get(name)}}
+
+
+GPU_OPT_OUT = "ROSETTA_HOROVOD_GPU"  # "0": build for CPUs even where a CUDA toolkit is found
+
+
+def cuda_toolkit(environ: Mapping[str, str], which=shutil.which) -> Path | None:
+    """The CUDA toolkit whose nvcc builds Horovod's GPU kernels: $CUDA_HOME, $CUDA_PATH, nvcc's on PATH, or
+    /usr/local/cuda; None where there is no nvcc."""
+    nvcc = which("nvcc")
+    candidates = [environ.get("CUDA_HOME"), environ.get("CUDA_PATH"),
+                  str(Path(nvcc).resolve().parent.parent) if nvcc else None, "/usr/local/cuda"]
+    return next((Path(c) for c in candidates if c and (Path(c) / "bin" / "nvcc").exists()), None)
+
+
+def nccl_home(toolkit: Path, environ: Mapping[str, str]) -> Path | None:
+    """Where NCCL's header and a library CMake links (``libnccl.so`` or ``libnccl_static.a``; the nvidia-nccl
+    wheel's lone ``libnccl.so.2`` is not one) are: $HOROVOD_NCCL_HOME, else the toolkit or /usr; None
+    where none has both."""
+    homes = [Path(environ["HOROVOD_NCCL_HOME"])] if environ.get("HOROVOD_NCCL_HOME") else [toolkit, Path("/usr")]
+    for home in homes:
+        libs = [p for pattern in ("lib*/libnccl*", "lib/*-linux-gnu/libnccl*") for p in home.glob(pattern)
+                if p.name in ("libnccl.so", "libnccl_static.a")]
+        if (home / "include" / "nccl.h").exists() and libs:
+            return home
+    return None
+
+
+def torch_cuda_version() -> str | None:
+    """The CUDA version torch here was built with (None: a CPU build, or no torch); asked in a subprocess."""
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.version.cuda or '')"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def detected_gpu_settings(environ: Mapping[str, str] = os.environ, which=shutil.which,
+                          torch_cuda=torch_cuda_version) -> tuple[dict[str, str], str | None]:
+    """Horovod's GPU build settings for this machine, and a note for the user (None: nothing to say).
+
+    NCCL operations where a CUDA toolkit, NCCL and a CUDA build of torch are all here and the environment
+    sets no GPU operations of its own (nor ``ROSETTA_HOROVOD_GPU=0``); none otherwise."""
+    if environ.get("HOROVOD_GPU_OPERATIONS") or environ.get(GPU_OPT_OUT) == "0":
+        return {}, None
+    toolkit = cuda_toolkit(environ, which)
+    if toolkit is None:
+        return {}, None
+    nccl = nccl_home(toolkit, environ)
+    if nccl is None:
+        return {}, (f"CUDA toolkit at {toolkit} but no NCCL (nccl.h and libnccl.so): building for CPUs only; "
+                    f"install NCCL (apt-get install libnccl-dev, or set HOROVOD_NCCL_HOME) and run "
+                    f"tools/install_horovod.py --force for GPU collectives")
+    cuda = torch_cuda()
+    if cuda is None:
+        return {}, f"CUDA toolkit at {toolkit} but torch here is a CPU build: building Horovod for CPUs only"
+    found = {"HOROVOD_GPU_OPERATIONS": "NCCL", "HOROVOD_CUDA_HOME": str(toolkit)}
+    if nccl != toolkit:
+        found["HOROVOD_NCCL_HOME"] = str(nccl)
+    return found, f"CUDA toolkit at {toolkit}, NCCL at {nccl}, torch for CUDA {cuda}: building with NCCL operations"
 
 
 def required_build(settings: Mapping[str, str] = BUILD_ENV) -> dict[str, tuple[str, ...]]:
@@ -127,14 +191,14 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
-def detect_inputs() -> dict[str, str]:
-    """The build inputs of this environment and machine."""
+def detect_inputs(gpu: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The build inputs of this environment and machine (``gpu``: the GPU settings found on it)."""
     return build_inputs(
         patch_text=PATCH.read_text(),
         python=f"{sys.implementation.name}-{platform.python_version()}-{sysconfig.get_platform()}",
         torch=_version("torch") or "none", tensorflow=_version("tensorflow-cpu", "tensorflow") or "none",
         mpi=_first_line(["mpicc", "--showme:version"]),  # "mpicc: Open MPI 4.1.4 (Language: C)"
-        compiler=_first_line(["c++", "--version"]), build_env=build_settings())
+        compiler=_first_line(["c++", "--version"]), build_env=build_settings(found=gpu))
 
 
 def cache_root() -> Path:
@@ -172,7 +236,7 @@ def sdist(root: Path, log) -> Path:
     return path
 
 
-def build(folder: Path, inputs: Mapping[str, str], log_path: Path) -> Path:
+def build(folder: Path, inputs: Mapping[str, str], log_path: Path, gpu: Mapping[str, str] | None = None) -> Path:
     """Download, patch and build the wheel into ``folder`` (made atomically: whole or absent)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log, tempfile.TemporaryDirectory(dir=folder.parent) as tmp:
@@ -186,7 +250,7 @@ def build(folder: Path, inputs: Mapping[str, str], log_path: Path) -> Path:
         # setup.py builds with make -j8 unless MAKEFLAGS is set: match the cores instead (one more than
         # the cores keeps them busy while one compiler waits on its disk). CMake 4 (pip's) refuses gloo's
         # CMakeLists without the policy floor.
-        env = {**os.environ, **build_settings(), "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+        env = {**os.environ, **build_settings(found=gpu), "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
                "MAKEFLAGS": os.environ.get("MAKEFLAGS", f"-j{(os.cpu_count() or 1) + 1}")}
         out = work / "out"
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out),
@@ -212,7 +276,7 @@ def installed_key() -> str | None:
     return marker.read_text().strip()
 
 
-def check() -> list[str]:
+def check(gpu: Mapping[str, str] | None = None) -> list[str]:
     """Import both framework bindings and read ``horovodrun --check-build``; returns what is wrong."""
     problems = []
     for module in ("horovod.torch", "horovod.tensorflow"):
@@ -221,7 +285,7 @@ def check() -> list[str]:
             problems.append(f"import {module} failed: {done.stderr.strip().splitlines()[-1:]}")
     horovodrun = Path(sys.executable).parent / "horovodrun"
     done = subprocess.run([str(horovodrun), "--check-build"], capture_output=True, text=True)
-    missing = check_build_missing(done.stdout, required_build(build_settings()))
+    missing = check_build_missing(done.stdout, required_build(build_settings(found=gpu)))
     problems += [f"horovodrun --check-build lacks {item}" for item in missing]
     return problems
 
@@ -239,7 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"install_horovod: not installing Horovod, missing: {', '.join(missing)} "
               f"(the Horovod frameworks will be skipped)", file=sys.stderr)
         return 1 if args.check else 0
-    inputs = detect_inputs()
+    gpu, note = detected_gpu_settings()
+    if note:
+        print(f"install_horovod: {note}", flush=True)
+    inputs = detect_inputs(gpu)
     key = cache_key(inputs)
     folder = cache_root() / key
     if args.print_key:
@@ -255,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"install_horovod: building Horovod {HOROVOD_VERSION} (about 4 minutes on 2 cores); "
                       f"log: {log_path}", flush=True)
                 try:
-                    wheel = build(folder, inputs, log_path)
+                    wheel = build(folder, inputs, log_path, gpu)
                 except subprocess.CalledProcessError as exc:
                     tail = log_path.read_text().splitlines()[-30:]
                     print("\n".join(tail), file=sys.stderr)
@@ -265,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         install(wheel, key)
         print(f"install_horovod: installed {wheel}")
     if args.check:
-        problems = check()
+        problems = check(gpu)
         for problem in problems:
             print(f"install_horovod: {problem}", file=sys.stderr)
         return 1 if problems else 0
