@@ -24,7 +24,7 @@ from harness.contract.equivalence import (
     recipe,
 )
 from harness.contract.workloads import RESNET50_PARAMS, WORKLOADS
-from harness.running.probe import PUBLISHED_PARAMETERS, probes_in_subprocess
+from harness.running.probe import PUBLISHED_PARAMETERS, expected_parameters, probed_size, probes_in_subprocess
 
 TRAINING_STEPS = 4
 
@@ -33,7 +33,8 @@ def _probed(framework: str, env: dict[str, str]) -> dict[tuple[Workload, Size, i
     """Every case this suite asks of a framework (full size untrained, tiny trained, each installed
     workload), probed in one fresh process with the environment ``env``."""
     info = frameworks.get(framework)
-    cases = [(w, size, steps) for w in info.workloads if w in PUBLISHED_PARAMETERS and not info.missing_modules(w)
+    cases = [(w, probed_size(w, size), steps) for w in info.workloads
+             if w in PUBLISHED_PARAMETERS and not info.missing_modules(w)
              for size, steps in ((Size.FULL, 0), (Size.TINY, TRAINING_STEPS))]
     return dict(zip(cases, probes_in_subprocess(framework, cases, env))) if cases else {}
 
@@ -64,7 +65,7 @@ def probe(framework: str, workload: Workload, size: Size, steps: int) -> dict:
     missing = frameworks.get(framework).missing_modules(workload)
     if missing:
         pytest.skip(f"{framework} is not installed here (missing {', '.join(missing)})")
-    return framework_probes(framework)[(workload, size, steps)]
+    return framework_probes(framework)[(workload, probed_size(workload, size), steps)]
 
 
 def cases():
@@ -78,7 +79,7 @@ def cases():
 def test_full_size_model_matches_the_reference(framework, workload):
     report = probe(framework, workload, Size.FULL, 0)
     reference = probe(REFERENCE_FRAMEWORK, workload, Size.FULL, 0)
-    problems = check(report, reference, probe_recipe(workload), PUBLISHED_PARAMETERS[workload])
+    problems = check(report, reference, probe_recipe(workload), expected_parameters(workload, Size.FULL))
     assert not problems, f"{framework} {workload.value} drifted from the contract:\n" + "\n".join(problems)
 
 

@@ -11,17 +11,22 @@ import pytest
 
 from harness.contract.axes import Device, Precision, Size, Storage, Strategy, Workload
 from harness.contract.equivalence import flops_per_sample
-from harness.contract.model_flops import TRAINING_FLOPS_PER_FORWARD, forward_layers, training_flops_per_sample
+from harness.contract.model_flops import (
+    TRAINING_FLOPS_PER_FORWARD,
+    forward_layers,
+    llama_parameters,
+    training_flops_per_sample,
+)
 from harness.contract.peaks import PEAKS_FILE, device_peak, parse, table
 from harness.contract.spec import RunSpec
-from harness.contract.workloads import WORKLOADS
+from harness.contract.workloads import LLAMA31_8B_PARAMS, WORKLOADS
 from harness.results import utilization
 from harness.results.utilization import cpu_peak, utilization_fields
 
 # Sizes small enough to build on a CPU in a test (BERT base and large: 110M and 335M parameters, ResNet
 # at 224: the full count, built and run once on 2 images).
 PROBED = [(w, s) for w in WORKLOADS if w != Workload.DIGITS for s in WORKLOADS[w].presets
-          if (w, s) not in ((Workload.BERT, Size.FULL), (Workload.BERT, Size.LARGE))]
+          if (w, s) not in ((Workload.BERT, Size.FULL), (Workload.BERT, Size.LARGE), (Workload.LLAMA, Size.FULL))]
 
 
 @pytest.mark.parametrize("workload, size", PROBED, ids=[f"{w.value}-{s.value}" for w, s in PROBED])
@@ -46,6 +51,19 @@ def test_training_flops_are_three_forward_passes_and_bert_base_is_as_published()
     # ResNet-50 at 224: the 4.1 GMACs everyone quotes, 2 FLOPs each
     resnet = flops_per_sample(forward_layers(Workload.RESNET50, WORKLOADS[Workload.RESNET50].options(Size.FULL)))
     assert resnet == pytest.approx(2 * 4.09e9, rel=0.01)
+
+
+def test_the_llama_8b_shape_has_the_published_parameters_and_torchtitan_s_flops_per_token():
+    options = WORKLOADS[Workload.LLAMA].options(Size.FULL)
+    assert llama_parameters(options) == LLAMA31_8B_PARAMS == 8_030_261_248
+    layers, hidden, seq = options["num_layers"], options["hidden_size"], options["seq_len"]
+    embedding = options["vocab_size"] * hidden
+    # torchtitan's get_num_flop_per_token: 6 x (parameters less the embedding) + 12 x layers x hidden x seq
+    torchtitan = 6 * (LLAMA31_8B_PARAMS - embedding) + 12 * layers * hidden * seq
+    per_token = training_flops_per_sample(Workload.LLAMA, options, WORKLOADS[Workload.LLAMA].samples_per_item(options))
+    norm_scales = (2 * layers + 1) * hidden  # parameters torchtitan counts that multiply no matrix
+    assert per_token == torchtitan - 6 * norm_scales
+    assert WORKLOADS[Workload.LLAMA].sample_unit == "tokens"
 
 
 def test_the_peak_table_is_dense_with_a_source_for_every_device():

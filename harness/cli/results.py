@@ -99,6 +99,9 @@ def add_parsers(sub) -> None:
                    help="with --at published: the device (default cuda; cpu for a scaled-down run)")
     p.add_argument("--batch", type=int, help="with --at published: batch per worker instead of the published one")
     p.add_argument("--precision", help="with --at published: precision instead of the published one")
+    p.add_argument("--container", choices=["none", "pyxis", "apptainer"], default="none",
+                   help="with --at published --launcher slurm: the ranks run in each framework's image (its CUDA "
+                        "build, docker/) through pyxis or apptainer (default none: the repository's environment)")
     add_allow_failures(p)
     p.set_defaults(handler=cmd_reproduce, runs_sweep=True)
 
@@ -234,6 +237,11 @@ def _published_scenario(ref, args: argparse.Namespace):
     gpus_per_node = ref.published.gpus_per_node if ref.published and args.device == "cuda" else 0
     takes_gpus = engine is not None and "gpus_per_node" in engine.Options.__dataclass_fields__
     options = {args.launcher: {"gpus_per_node": gpus_per_node}} if cluster and takes_gpus and gpus_per_node else {}
+    if args.container != "none":
+        if args.launcher != "slurm":
+            raise UserError(f"--container {args.container}: only with --launcher slurm (kubernetes and podman "
+                            f"always run the framework's image)")
+        options.setdefault("slurm", {})["container_runtime"] = args.container
     scenario = published.published_scenario(
         ref, launcher=args.launcher, device=args.device, size=args.size, batch_per_worker=args.batch,
         precision=args.precision, launcher_options=options,

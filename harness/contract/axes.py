@@ -10,6 +10,7 @@ from harness.contract import strategy_options
 class Workload(str, Enum):
     RESNET50 = "resnet50"
     BERT = "bert"
+    LLAMA = "llama"  # a Llama-style decoder: RMSNorm, rotary positions, SwiGLU, grouped-query attention, causal LM
     DIGITS = "digits"  # scikit-learn's handwritten digits: the time-to-accuracy workload
 
 

@@ -60,12 +60,16 @@ class Recipe:
 
 def recipe(workload: Workload, global_batch: int, options: Mapping[str, Any] | None = None) -> Recipe:
     """ResNet: SGD with momentum, lr 0.1 x global_batch / 256 (Goyal et al. 2017), L2 1e-4.
-    BERT: AdamW lr 1e-4, decoupled decay 0.01 (Devlin et al.). Digits: plain SGD from its options."""
+    BERT: AdamW lr 1e-4, decoupled decay 0.01 (Devlin et al.). Llama: AdamW lr 3e-4, betas (0.9, 0.95),
+    decoupled decay 0.1 (torchtitan's Llama 3 8B recipe, without its warm-up). Digits: plain SGD from its options."""
     if workload == Workload.RESNET50:
         return Recipe("sgd", lr=0.1 * global_batch / 256, momentum=0.9, nesterov=False,
                       weight_decay=1e-4, weight_decay_mode="l2_coupled")
     if workload == Workload.BERT:
         return Recipe("adamw", lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+                      weight_decay_mode="decoupled")
+    if workload == Workload.LLAMA:
+        return Recipe("adamw", lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
                       weight_decay_mode="decoupled")
     opts = options or {}
     return Recipe("sgd", lr=float(opts.get("lr", 0.2)), momentum=float(opts.get("momentum", 0.0)),
@@ -77,7 +81,8 @@ def fixed_batch(workload: Workload, options: Mapping[str, Any], batch_size: int,
 
     Images are NCHW float32 (standard normal), labels int64; BERT batches hold ``input_ids``,
     ``token_type_ids`` (first half 0, second half 1), ``attention_mask`` (all ones), MLM
-    ``labels`` (15% of positions, the rest ``IGNORED_LABEL``) and ``next_sentence_label``.
+    ``labels`` (15% of positions, the rest ``IGNORED_LABEL``) and ``next_sentence_label``; Llama batches
+    hold ``input_ids`` only (the causal LM loss predicts each next token of the same ids).
     """
     rng = np.random.default_rng(seed)
     n = batch_size
@@ -85,6 +90,8 @@ def fixed_batch(workload: Workload, options: Mapping[str, Any], batch_size: int,
         size = int(options["image_size"])
         return {"images": rng.standard_normal((n, 3, size, size), dtype=np.float32),
                 "labels": rng.integers(0, int(options["num_classes"]), n, dtype=np.int64)}
+    if workload == Workload.LLAMA:
+        return {"input_ids": rng.integers(0, int(options["vocab_size"]), (n, int(options["seq_len"])), dtype=np.int64)}
     if workload != Workload.BERT:
         raise ValueError(f"no synthetic batch for workload {workload.value}")
     seq, vocab = int(options["seq_len"]), int(options["vocab_size"])

@@ -87,7 +87,17 @@ def llama_layers(options: Mapping[str, Any]) -> list[dict[str, Any]]:
     return per_layer * int(options["num_layers"]) + [_dense(h, int(options["vocab_size"]), seq)]
 
 
-LAYERS = {Workload.RESNET50: resnet50_layers, Workload.BERT: bert_layers, Workload.DIGITS: digits_layers}
+LAYERS = {Workload.RESNET50: resnet50_layers, Workload.BERT: bert_layers, Workload.DIGITS: digits_layers,
+          Workload.LLAMA: llama_layers}
+
+
+def llama_parameters(options: Mapping[str, Any]) -> int:
+    """Trainable parameters of the Llama-style decoder: the embedding, per layer the attention's and SwiGLU's
+    weights and two RMSNorm scales, the final RMSNorm and the untied LM head (no biases)."""
+    h, ffn, vocab = int(options["hidden_size"]), int(options["intermediate_size"]), int(options["vocab_size"])
+    kv = h // int(options["num_heads"]) * int(options["num_kv_heads"])
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h
+    return vocab * h + int(options["num_layers"]) * per_layer + h + h * vocab
 
 
 def forward_layers(workload: Workload, options: Mapping[str, Any]) -> list[dict[str, Any]]:

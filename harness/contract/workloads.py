@@ -34,6 +34,22 @@ _BERT = {
                  "intermediate_size": 4096},
 }
 
+# A Llama-style decoder (Touvron et al. 2023; Llama 3, Grattafiori et al. 2024): pre-norm RMSNorm, rotary position
+# embedding, SwiGLU feed-forward, grouped-query attention (num_kv_heads key/value heads shared by num_heads query
+# heads), no biases, untied input embedding and LM head, a causal language-model loss on synthetic token ids.
+# "full" is the Llama 3.1 8B shape (Meta's params.json: dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336,
+# vocabulary 128,256, rope_theta 500,000, norm_eps 1e-5) at torchtitan's 8,192-token sequences; the small ones
+# keep its ratios (4 query heads per KV head, FFN ~ 8/3 x 1.3 dim rounded) at CPU scale.
+_LLAMA_8B = {"num_layers": 32, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8, "intermediate_size": 14336,
+             "vocab_size": 128256, "seq_len": 8192, "rope_theta": 500000.0, "norm_eps": 1e-5}
+_LLAMA = {
+    Size.TINY: {**_LLAMA_8B, "num_layers": 2, "hidden_size": 64, "num_heads": 4, "num_kv_heads": 2,
+                "intermediate_size": 224, "vocab_size": 512, "seq_len": 32},
+    Size.SMALL: {**_LLAMA_8B, "num_layers": 4, "hidden_size": 256, "num_heads": 8, "num_kv_heads": 2,
+                 "intermediate_size": 896, "vocab_size": 8192, "seq_len": 128},
+    Size.FULL: _LLAMA_8B,
+}
+
 # Time-to-accuracy: an MLP on scikit-learn's 8x8 handwritten digits (1,797 images, real data that
 # ships inside the package). A fixed 20% of the images is held out and never trained on; every
 # ``eval_every`` steps the whole held-out set is evaluated. ``target_accuracy`` is a fraction.
@@ -67,6 +83,8 @@ class WorkloadInfo:
 WORKLOADS: dict[Workload, WorkloadInfo] = {
     Workload.RESNET50: WorkloadInfo(Workload.RESNET50, "ResNet-50 v1.5", "images", _RESNET50),
     Workload.BERT: WorkloadInfo(Workload.BERT, "BERT pre-training (MLM + NSP)", "sequences", _BERT),
+    Workload.LLAMA: WorkloadInfo(Workload.LLAMA, "Llama-style decoder (causal LM)", "tokens", _LLAMA,
+                                 samples_option="seq_len"),
     Workload.DIGITS: WorkloadInfo(Workload.DIGITS, "MLP on scikit-learn digits (time-to-accuracy)", "images",
                                   _DIGITS),
 }
@@ -74,6 +92,13 @@ WORKLOADS: dict[Workload, WorkloadInfo] = {
 # Reference parameter counts of the full-size models: the equivalence contract.
 RESNET50_PARAMS = 25_557_032
 BERT_BASE_PRETRAINING_PARAMS = 110_106_428
+LLAMA31_8B_PARAMS = 8_030_261_248  # Meta's Llama 3.1 8B (untied embedding and LM head)
+
+
+def samples_per_step(workload: Workload, options: Mapping[str, Any], batch: int) -> int:
+    """The samples a batch of ``batch`` images or sequences counts as (its tokens where samples are tokens):
+    what every worker reports per step."""
+    return batch * WORKLOADS[workload].samples_per_item(options)
 
 
 def classifier_split_reason(classes: int, world_size: int) -> str | None:

@@ -19,7 +19,7 @@ import frameworks
 from harness.base import config
 from harness.base.config import Where
 from harness.base.errors import UserError
-from harness.contract.axes import CommAlgorithm, Precision, Size, Storage, Workload
+from harness.contract.axes import CommAlgorithm, Precision, Size, Storage, Strategy, Workload
 from harness.results.provenance import REPO_ROOT
 
 REFERENCE_FORMAT = 1
@@ -106,6 +106,7 @@ class PublishedRun:
     batch_per_worker: int = field(metadata={"min": 1})
     precision: str = "fp32"
     inter_link: str = ""  # overrides the configuration's (a series over another network)
+    strategy: str = "allreduce"  # how the series distributed training (fsdp: sharded data parallelism)
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ def _published(doc: Mapping[str, Any], where: Where, labels: list[str]) -> Publi
         run = config.build(PublishedRun, config.expect_table(entry, pw, f"runs[{i}]"),
                            Where(where.file, f"published.runs][{i}"),
                            framework={"choices": frameworks.names()},
-                           precision={"choices": [p.value for p in Precision]})
+                           precision={"choices": [p.value for p in Precision]},
+                           strategy={"choices": [s.value for s in Strategy]})
         if run.series not in labels:
             raise Where(where.file, f"published.runs][{i}").error(
                 "series", f"{run.series!r} is no series label; labels: {', '.join(labels)}")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.contract.axes import CommAlgorithm
+from harness.contract.axes import CommAlgorithm, Size, Workload
+from harness.contract.workloads import WORKLOADS
 from harness.reports.reference import Reference
 from harness.scaling import projection
 from harness.scaling.model import GRADIENT_BYTES_PER_PARAMETER, Network, predict
@@ -36,6 +37,12 @@ def network_for(ref: Reference, inter_link: str = "") -> Network:
     return Network(intra, inter, pub.gpus_per_node)
 
 
+def samples_per_item(ref: Reference) -> int:
+    """Samples one sequence of the published workload counts as (its tokens for a decoder; 1 otherwise)."""
+    info = WORKLOADS[Workload(ref.published.workload)]
+    return info.samples_per_item(info.options(Size(ref.published.size)))
+
+
 def predicted_rows(ref: Reference) -> pd.DataFrame:
     """Tidy rows (source "predicted", series, workers, throughput, unit, efficiency, published
     efficiency, error_pp) for every published series the configuration says how to run and whose
@@ -51,7 +58,8 @@ def predicted_rows(ref: Reference) -> pd.DataFrame:
         if not s.throughput:
             continue
         n0 = s.gpus[0]
-        step_1 = run.batch_per_worker / (s.throughput[0] / n0)  # s per step on one GPU, the first point's rate
+        # s per step on one GPU at the first point's rate (a batch's samples: its tokens where the unit is tokens)
+        step_1 = run.batch_per_worker * samples_per_item(ref) / (s.throughput[0] / n0)
         net = network_for(ref, run.inter_link)
         base = predict(step_1, run.batch_per_worker, grad, n0, algorithm, net)
         for n, published in zip(s.gpus, s.efficiencies()):
