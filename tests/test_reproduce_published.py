@@ -60,8 +60,12 @@ def test_what_is_missing_comes_from_the_registries(monkeypatch):
     real_get = frameworks.get
     monkeypatch.setattr(frameworks, "get", lambda name: without if name == "torch_ddp" else real_get(name))
     assert published.missing(sparknet.requires) == ["strategies local_sgd in torch_ddp"]
-    # Horovod is built without NCCL here: the published GPU runs of Batch AI say so, from the declaration
-    assert "cuda" in published.published_here(reference.get("batchai-torch-v100"))
+    # a framework without cuda in its declaration: the published GPU runs say so, from the declaration
+    assert published.published_here(reference.get("batchai-torch-v100")).startswith("yes")
+    hvd = real_get("horovod_torch")
+    no_gpu = dataclasses.replace(hvd, devices=tuple(d for d in hvd.devices if d.value != "cuda"))
+    monkeypatch.setattr(frameworks, "get", lambda name: no_gpu if name == "horovod_torch" else real_get(name))
+    assert "devices cuda in horovod_torch" in published.published_here(reference.get("batchai-torch-v100"))
 
 
 def test_the_model_predicts_the_dle_curve_by_hand():
@@ -95,6 +99,36 @@ def test_published_slurm_dry_run_writes_a_job_for_every_published_point(tmp_path
         assert f"#SBATCH --ntasks-per-node={spec['procs_per_node']}" in text
         assert "srun " in text and "frameworks.torch_ddp.worker" in text
     assert len(list(tmp_path.glob("dry-run/*/*/job.sbatch"))) == 4
+
+
+HOROVOD_REFERENCES = sorted(ref.id for ref in reference.all_references().values() if ref.published
+                            and any(run.framework.startswith("horovod") for run in ref.published.runs))
+
+
+@pytest.mark.parametrize("name", HOROVOD_REFERENCES)
+def test_every_horovod_reference_gets_slurm_jobs_in_the_cuda_image(name, tmp_path, capsys):
+    """Horovod declares cuda: every published point of every Horovod reference is a SLURM job whose ranks run
+    the framework's CUDA image (docker/horovod.Dockerfile) on the published GPUs per node."""
+    ref = reference.get(name)
+    assert published.published_here(ref).startswith("yes"), published.published_here(ref)
+    code = cli.main(["reproduce", name, "--at", "published", "--launcher", "slurm", "--dry-run", "--container",
+                     "pyxis", "--repeats", "1", "--results", str(tmp_path)])
+    assert code == 0, capsys.readouterr().out
+    scripts, horovod = sorted(tmp_path.glob("dry-run/*/*/job.sbatch")), 0
+    assert len(scripts) == len({(p.run.framework, p.run.batch_per_worker, p.run.precision, p.gpus)
+                                for p in published.points(ref)})
+    for script in scripts:
+        spec = json.loads((script.parent / "spec.json").read_text())["run"]
+        text = script.read_text()
+        assert spec["device"] == "cuda", spec
+        assert f"#SBATCH --gpus-per-node={ref.published.gpus_per_node}" in text
+        assert f"#SBATCH --nodes={spec['nodes']}" in text
+        image = frameworks.get(spec["framework"]).image  # a reference may set Horovod beside another framework
+        assert f"--container-image={image}" in text and f"frameworks.{spec['framework']}.worker" in text
+        horovod += spec["framework"].startswith("horovod")
+    assert horovod and frameworks.get("horovod_tf").image == "rosetta/horovod:0.28.1"
+    assert frameworks.get("horovod_torch").dockerfile == "docker/horovod.Dockerfile"
+    assert "nvidia/cuda" in (REPO / "docker/horovod.Dockerfile").read_text()  # the image's default base is CUDA's
 
 
 def test_published_multi_node_points_fill_whole_nodes_and_beyond_reach_is_skipped(tmp_path, capsys):
@@ -138,6 +172,26 @@ def test_published_configuration_through_a_real_slurm_cluster(slurm_conf, tmp_pa
     rows = {int(r["world_size"]): r for r in results.load(tmp_path / "out").to_dict("records")}
     assert rows[1]["status"] == "ok" and rows[1]["launcher"] == "slurm", rows[1]["reason"]
     assert rows[8]["status"] == "skipped"
+
+
+@pytest.mark.parametrize("name", ["batchai-torch-v100", "dle-tf-rn50-v100"])
+def test_published_horovod_jobs_run_through_a_real_slurm_cluster(slurm_conf, tmp_path, name):
+    """A Horovod reference's published path at CPU scale through sbatch on the test cluster (the 1-GPU point
+    run on a CPU, the larger ones skipped): srun's ranks join Horovod through PMIx."""
+    pytest.importorskip("horovod", reason="Horovod is not installed (tools/install_horovod.py)")
+    done = subprocess.run([*IN_SLURM_NAMESPACE, sys.executable, "-m", "harness.cli", "reproduce", name,
+                           "--at", "published", "--launcher", "slurm", "--device", "cpu", "--size", "tiny",
+                           "--batch", "2", "--precision", "fp32", "--gpus", "1", "--repeats", "1",
+                           "--measured-steps", "2", "--results", str(tmp_path / "out")],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
+                          env={**os.environ, "SLURM_CONF": slurm_conf, "SLURM_MPI_TYPE": "pmix"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = results.load(tmp_path / "out").to_dict("records")
+    ran = [r for r in rows if r["world_size"] == 1]
+    assert ran and all(r["status"] == "ok" and r["launcher"] == "slurm" for r in ran), [r["reason"] for r in ran]
+    assert {r["framework"] for r in ran} <= {"horovod_torch", "horovod_tf"}
+    assert all("horovod_build" in json.loads(r["versions"]) for r in ran)  # the wheel's build, in the row
+    assert all(r["status"] == "skipped" for r in rows if r["world_size"] > 1)
 
 
 def test_strategies_are_stated_as_ratios_to_allreduce():

@@ -25,9 +25,11 @@ INFO = FrameworkInfo(
     workloads=(Workload.RESNET50, Workload.BERT),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     storage=tuple(Storage),  # real data: resnet50 images through tf.data (shared/keras/input_pipeline.py)
-    # cuda: the Horovod wheel is built without NCCL (tools/install_horovod.py). emulated: the shared tf.data
-    # pipeline, a profiled sleep and a 1-float hvd.allreduce per step, no model (shared/keras/emulated_device.py)
-    devices=(Device.CPU, Device.EMULATED),
+    # cuda: each rank sees its local rank's GPU, NCCL operations where the wheel has them (tools/install_horovod.py
+    # builds them where it finds a CUDA toolkit and NCCL; docker/horovod.Dockerfile does, with TensorFlow's CUDA
+    # build); a wheel without NCCL on a GPU node makes the run a skipped row saying so. emulated: the shared
+    # tf.data pipeline, a profiled sleep and a 1-float hvd.allreduce per step, no model (shared/keras/emulated_device.py)
+    devices=(Device.CPU, Device.CUDA, Device.EMULATED),
     # Keras policies (frameworks/shared/keras/runtime.py): tf32 = float32 with TensorFloat-32 on (off for
     # every other precision), amp_fp16 = mixed_float16 + LossScaleOptimizer, amp_bf16 = mixed_bfloat16;
     # tf32 and amp_fp16 need a CUDA GPU (Precision.needs_cuda): on a CPU their runs are skipped rows

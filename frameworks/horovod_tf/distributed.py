@@ -17,6 +17,7 @@ import horovod.tensorflow as hvd
 import keras
 import tensorflow as tf
 
+from frameworks.shared import mpi_job
 from frameworks.shared.keras import training
 from harness.contract.axes import Compile, Strategy
 from harness.contract.equivalence import recipe
@@ -29,6 +30,12 @@ WIRE_BYTES = {Strategy.ALLREDUCE: 4, Strategy.FP16: 2}  # bytes per float32 grad
 def controller() -> str:
     """Which Horovod controller this process runs under (the launcher chose it)."""
     return "mpi" if hvd.mpi_enabled() else "gloo"
+
+
+def build_facts() -> dict[str, str]:
+    """What this Horovod wheel was built with, for the row's versions (``horovod_build``)."""
+    return {"horovod_build": mpi_job.horovod_build(hvd.nccl_built(), hvd.cuda_built(), hvd.mpi_built(),
+                                                   hvd.gloo_built())}
 
 
 def build_training(spec: RunSpec) -> tuple[keras.Model, Callable[[dict[str, tf.Tensor]], tf.Tensor]]:

@@ -1,4 +1,4 @@
-"""Horovod + PyTorch: ``hvd.DistributedOptimizer`` (Gloo collectives on CPU), started by horovodrun with
+"""Horovod + PyTorch: ``hvd.DistributedOptimizer`` (Gloo collectives on CPU, NCCL on GPUs), started by horovodrun with
 its Gloo or MPI controller, or by mpirun. The models, data and optimizer are PyTorch DDP's
 (frameworks/torch_ddp), so the two differ only in how gradients are exchanged."""
 
@@ -29,13 +29,15 @@ INFO = FrameworkInfo(
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     # real data: PyTorch's DataLoader (shared/pytorch/input_pipeline.py): images and bert partitions
     storage=tuple(Storage),
-    # cuda: the wheel is built without NCCL (tools/install_horovod.py). emulated: PyTorch's DataLoader,
-    # a profiled sleep and hvd.barrier() per step, no model (shared/pytorch/emulated_device.py)
-    devices=(Device.CPU, Device.EMULATED),
-    # the PyTorch numerics (frameworks/shared/pytorch/numerics.py): bfloat16 autocast, channels-last ResNet
-    # (its gradients copied to contiguous ones for Horovod's allreduce).
-    # tf32 and amp_fp16 need a GPU, which this CPU-only Horovod build never uses; torch.compile is left
-    # out: Horovod's DistributedOptimizer hooks every parameter's gradient accumulator during backward.
-    precisions=(Precision.FP32, Precision.AMP_BF16),
+    # cuda: one GPU per rank (its local rank's), NCCL operations where the wheel has them (tools/install_horovod.py
+    # builds them where it finds a CUDA toolkit and NCCL; docker/horovod.Dockerfile does); a wheel without NCCL
+    # on a GPU node makes the run a skipped row saying so. emulated: PyTorch's DataLoader, a profiled sleep
+    # and hvd.barrier() per step, no model (shared/pytorch/emulated_device.py)
+    devices=(Device.CPU, Device.CUDA, Device.EMULATED),
+    # the PyTorch numerics (frameworks/shared/pytorch/numerics.py): autocast, float16's loss scaling in
+    # Horovod's order (distributed.scaled_step), channels-last ResNet (its gradients copied to contiguous
+    # ones for Horovod's allreduce); tf32 and amp_fp16 need a GPU (Precision.needs_cuda). torch.compile is
+    # left out: Horovod's DistributedOptimizer hooks every parameter's gradient accumulator during backward.
+    precisions=tuple(Precision),
     memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import horovod.torch as hvd
 import torch
 
+from frameworks.shared import mpi_job
 from harness.contract.axes import Strategy
 
 
@@ -57,3 +58,24 @@ def broadcast_from_root(model: torch.nn.Module, optimizer: torch.optim.Optimizer
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     if optimizer.state_dict()["state"]:
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+
+def build_facts() -> dict[str, str]:
+    """What this Horovod wheel was built with, for the row's versions (``horovod_build``)."""
+    return {"horovod_build": mpi_job.horovod_build(hvd.nccl_built(), hvd.cuda_built(), hvd.mpi_built(),
+                                                   hvd.gloo_built())}
+
+
+def scaled_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, loss: torch.Tensor) -> None:
+    """Backward and update through Horovod's DistributedOptimizer, with loss scaling where the scaler is on
+    (float16 on a GPU): Horovod's documented order, the allreduces synchronized before the scaler's step
+    unscales and checks the averaged gradients."""
+    if not scaler.is_enabled():
+        loss.backward()
+        optimizer.step()
+        return
+    scaler.scale(loss).backward()
+    optimizer.synchronize()
+    with optimizer.skip_synchronize():
+        scaler.step(optimizer)
+    scaler.update()

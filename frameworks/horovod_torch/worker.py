@@ -3,7 +3,9 @@
 The model, synthetic batch, optimizer and loss are the PyTorch ones of the equivalence contract
 (frameworks.shared.pytorch.training), so the only difference from PyTorch DDP is the gradient exchange:
 Horovod's DistributedOptimizer allreduces each gradient as backward produces it (fp32, or fp16 with
-``strategy = "fp16"``) and averages. With ``device = "emulated"`` no model is built: PyTorch DDP's
+``strategy = "fp16"``) and averages. On a GPU node each rank takes the GPU of its local rank and Horovod
+exchanges GPU tensors with NCCL; a Horovod built without NCCL there makes the run a skipped row saying how to
+build one. With ``device = "emulated"`` no model is built: PyTorch DDP's
 emulated rank (frameworks/shared/pytorch/emulated_device.py: the DataLoader, a profiled sleep per step) with
 Horovod's barrier and broadcast.
 """
@@ -16,27 +18,32 @@ import horovod
 import horovod.torch as hvd
 import torch
 
-from frameworks.horovod_torch.distributed import broadcast_from_root, controller, distributed_optimizer
+from frameworks.horovod_torch.distributed import (
+    broadcast_from_root,
+    build_facts,
+    controller,
+    distributed_optimizer,
+    scaled_step,
+)
 from frameworks.shared import mpi_job
 from frameworks.shared.pytorch import emulated_device, numerics
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
-from frameworks.shared.pytorch.runtime import versions
+from frameworks.shared.pytorch.runtime import device_memory, gpu_facts, resolve_device, versions
 from frameworks.shared.pytorch.training import build_model, dense_bytes, loss_of, make_optimizer
 from harness.contract.axes import Device
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
+from harness.contract.workloads import samples_per_step
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
-    if spec.device == Device.CUDA:
-        raise RuntimeError("device cuda requested: Horovod here is built for CPU (Gloo) only")
     mpi_job.check_started_as_one_job(os.environ)
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
     mpi_job.check_world(world, spec.world_size, "Horovod")
-    found = {**versions(), "horovod": horovod.__version__}
+    found = {**versions(), "horovod": horovod.__version__, **build_facts()}
     if spec.device == Device.EMULATED:  # the real loader, a profiled sleep and hvd.barrier() per step, no model
         events.hello(world, "emulated", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
                      gpu_model=None, gpu_count=0, accelerator=spec.emulation["accelerator"])
@@ -44,14 +51,37 @@ def main(spec: RunSpec, events: EventWriter) -> None:
                      lambda token: hvd.broadcast_object(token, root_rank=0))
         hvd.shutdown()
         return
-    events.hello(world, "cpu", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
-                 gpu_model=None, gpu_count=0, strategy_note=mpi_job.hierarchical_not_applied(
-                     os.environ, bool(hvd.nccl_built()), on_gpu=False, nodes=hvd.cross_size()))
+    device = rank_device(spec, events)
+    if device is None:
+        hvd.shutdown()
+        return
+    on_gpu = device.type == "cuda"
+    events.hello(world, device.type, found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
+                 **gpu_facts(device.type), strategy_note=mpi_job.hierarchical_not_applied(
+                     os.environ, bool(hvd.nccl_built()), on_gpu=on_gpu, nodes=hvd.cross_size()))
+    train(spec, events, rank, world, device)
+    hvd.shutdown()
 
-    numerics.check_device(spec, "cpu")
+
+def rank_device(spec: RunSpec, events: EventWriter) -> torch.device | None:
+    """The CPU, or this rank's GPU (its local rank's) where the run is on CUDA and Horovod can exchange GPU
+    tensors; None (a skip record said why) where it cannot."""
+    device_kind = resolve_device(spec.device)
+    if device_kind == "cuda" and not hvd.nccl_built():
+        events.emit("skip", reason=mpi_job.NO_NCCL)
+        return None
+    numerics.check_device(spec, device_kind)
     numerics.set_matmul_precision(spec)
+    if device_kind != "cuda":
+        return torch.device("cpu")
+    torch.cuda.set_device(hvd.local_rank())
+    return torch.device("cuda", hvd.local_rank())
+
+
+def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: torch.device) -> None:
+    """Build, broadcast and wrap the model, run the measured loop on ``device``, and record its end."""
     torch.manual_seed(spec.seed)
-    model = build_model(spec.workload, dict(spec.workload_options))
+    model = build_model(spec.workload, dict(spec.workload_options)).to(device)
     optimizer = make_optimizer(spec, model)
     broadcast_from_root(model, optimizer)  # before channels-last: Horovod broadcasts contiguous tensors only
     numerics.to_memory_format(spec, model)  # in place: the optimizer keeps the same parameters
@@ -59,21 +89,24 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     dense = dense_bytes(model)
 
     # PyTorch DDP's batches: digits, real data through its input pipeline (this rank's share), or synthetic
-    next_batch, meter, data = batch_source(spec, rank, world, torch.device("cpu"))
+    next_batch, meter, data = batch_source(spec, rank, world, device)
+    scaler = numerics.grad_scaler(spec, device.type)  # float16 on a GPU: loss scaling; a no-op otherwise
 
     def step() -> torch.Tensor:
         optimizer.zero_grad()  # Horovod's override takes no set_to_none; torch 2 sets to None by default
-        with numerics.autocast(spec, "cpu"):  # bfloat16 needs no loss scaling
+        with numerics.autocast(spec, device.type):
             loss = loss_of(spec.workload, model, next_batch())
-        loss.backward()
-        optimizer.step()  # waits for the allreduces, then updates
+        scaled_step(optimizer, scaler, loss)  # waits for the allreduces, then updates
         return loss.detach()
 
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     ledger = StepLedger(spec, events, model, meter, data, lambda: compression.bytes_sent)
-    window = run_measured_loop(step, sync=lambda: None, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
-                               measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
-                               events=events, loss_value=lambda t: float(t.item()), between_steps=ledger.between_steps)
+    window = run_measured_loop(step, sync=sync, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
+                               measured_steps=spec.measured_steps,
+                               samples_per_step=samples_per_step(spec.workload, spec.workload_options,
+                                                                 spec.batch_per_worker),
+                               events=events, loss_value=lambda t: float(t.item()), between_steps=ledger.between_steps,
+                               device_memory=device_memory(device.type))
     ledger.after_window(window, dense)  # bytes: what the compressor handed to allreduce
     ledger.end()
     hvd.barrier()
-    hvd.shutdown()

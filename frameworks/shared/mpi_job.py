@@ -49,3 +49,18 @@ def hierarchical_not_applied(env: Mapping[str, str], nccl_built: bool, on_gpu: b
     if nodes < 2:
         reasons.append("all ranks are on one node")
     return f"{HIERARCHICAL_VARIABLE} set but not applied: " + "; ".join(reasons) if reasons else None
+
+
+# The skip reason of a Horovod rank that found a GPU but a Horovod that cannot exchange GPU tensors.
+NO_NCCL = ("Horovod here was built without NCCL (nccl_built() is 0), so it cannot exchange GPU tensors: rebuild it "
+           "where a CUDA toolkit and NCCL are found (tools/install_horovod.py --force then builds with "
+           "HOROVOD_GPU_OPERATIONS=NCCL) or run the ranks in the image of docker/horovod.Dockerfile "
+           "(rosetta/horovod:0.28.1, CUDA 12.6 with NCCL)")
+
+
+def horovod_build(nccl: int, cuda: bool, mpi: bool, gloo: bool) -> str:
+    """What a Horovod build has, as its ``*_built()`` functions answer (for the row's versions): e.g.
+    ``"nccl 2.21.5, cuda, mpi, gloo"``; ``nccl`` is NCCL's version as an integer (0: none)."""
+    parts = [f"nccl {nccl // 10000}.{nccl // 100 % 100}.{nccl % 100}" if nccl else "no nccl"]
+    parts += [name for name, built in (("cuda", cuda), ("mpi", mpi), ("gloo", gloo)) if built]
+    return ", ".join(parts)

@@ -30,7 +30,6 @@ counters), so a server takes in and sends out its variables' bytes once per upda
 from __future__ import annotations
 
 import os
-import resource
 import time
 from typing import Any
 
@@ -108,12 +107,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         emit_worker(spec, events, report, report["workers"][rank - 1 - servers])
     else:
         events.emit("server", **report["servers"][rank - 1])
-    events.emit("end", **report["end"], peak_rss_mb=peak_rss_mb())
+    events.emit("end", **report["end"])
     del server
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def coordinate(spec: RunSpec, events: EventWriter, resolver, servers: int, workers: int) -> dict[str, Any]:
@@ -165,7 +160,7 @@ def coordinate(spec: RunSpec, events: EventWriter, resolver, servers: int, worke
     events.emit("losses", values=[o["loss"] for o in measured])  # every update of the window, in queue order
     end = {"weights_checksum": training.weights_checksum(model), "parameters": training.parameter_count(model),
            "layout": None}
-    events.emit("end", **end, final_accuracy=digits.evaluate(model, data)[0], peak_rss_mb=peak_rss_mb())
+    events.emit("end", **end, final_accuracy=digits.evaluate(model, data)[0])
     dense = runtime.dense_bytes(model.trainable_variables)
     return {"end": end, "dense_bytes": dense,
             "workers": [worker_account(warmup, measured, w) for w in range(workers)],

@@ -23,6 +23,7 @@ from harness.contract.axes import Compile, Device, Strategy
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
+from harness.contract.workloads import samples_per_step
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
@@ -60,8 +61,10 @@ def main(spec: RunSpec, events: EventWriter) -> None:
                                                                   runtime.device_sync(device_kind)))
     window = run_measured_loop(lambda: train(feed.next()), sync=runtime.device_sync(device_kind), barrier=barrier,
                                warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
-                               samples_per_step=spec.batch_per_worker, events=events, loss_value=lambda t: float(t),
-                               between_steps=feed.between_steps())
+                               samples_per_step=samples_per_step(spec.workload, spec.workload_options,
+                                                                 spec.batch_per_worker),
+                               events=events, loss_value=lambda t: float(t), between_steps=feed.between_steps(),
+                               device_memory=runtime.device_memory(device_kind))
     feed.emit_data(events, window)
     dense = runtime.dense_bytes(model.trainable_variables)
     events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)

@@ -23,6 +23,7 @@ from harness.contract.axes import Compile, Storage, Strategy
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
+from harness.contract.workloads import samples_per_step
 
 
 @dataclass
@@ -84,16 +85,18 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
     optimizer = make_optimizer(spec, strategy.module)
     # data parallelism: this rank's share; tensor parallelism: the one batch every rank works on
     next_batch, meter, data = batch_source(spec, *((0, 1) if strategy.one_batch else (rank, world)), device)
-    samples_per_step = 0 if strategy.one_batch and rank > 0 else spec.batch_per_worker
+    # tensor parallelism: rank 0 counts the batch every rank works on; a batch's tokens where samples are tokens
+    samples = 0 if strategy.one_batch and rank > 0 else samples_per_step(spec.workload, spec.workload_options,
+                                                                         spec.batch_per_worker)
     trained = numerics.maybe_compile(spec, strategy.module)
     step = training_step(spec, trained, optimizer, device.type, next_batch, strategy.after_step)
     ledger = StepLedger(spec, events, model, meter, data, lambda: strategy.bytes_sent)
     if spec.compile == Compile.ON:
         compile_first_step(events, step, started.sync)
     window = run_measured_loop(step, sync=started.sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
-                               measured_steps=spec.measured_steps, samples_per_step=samples_per_step,
+                               measured_steps=spec.measured_steps, samples_per_step=samples,
                                events=events, loss_value=lambda t: float(t.item()),
-                               between_steps=ledger.between_steps)
+                               between_steps=ledger.between_steps, device_memory=runtime.device_memory(device.type))
     ledger.after_window(window, strategy.dense_bytes_per_step)
     if plain_baseline.applies(spec, world):
         plain_baseline.measure(spec, events, device, device.type, next_batch, started.sync)

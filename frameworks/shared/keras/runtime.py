@@ -110,3 +110,11 @@ def compile_first_step(step: Callable[[], object], sync: Callable[[], None]) -> 
     np.asarray(step())  # the loss's value: the step has finished, not only been queued
     sync()
     return time.perf_counter() - start
+
+
+def device_memory(device_kind: str) -> Callable[[], dict[str, float]] | None:
+    """What the rank's ``memory`` record says: the most GPU memory TensorFlow's allocator held for tensors
+    (MiB; its BFC allocator reports no reserved figure); None on a CPU."""
+    if device_kind != "cuda":
+        return None
+    return lambda: {"gpu_allocated_mb": tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import resource
 from typing import Any, Callable
 
 import torch
@@ -50,7 +49,5 @@ class StepLedger:
         facts = {}
         if self.spec.workload == Workload.DIGITS:
             facts["final_accuracy"] = digits.evaluate(self.model, self.data)[0]
-        # the worker process's peak resident memory since it started (Linux: ru_maxrss in KiB)
-        facts["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         self.events.emit("end", weights_checksum=weights_checksum(self.model),
                          parameters=parameter_count(self.model), layout=numerics.image_layout(self.model), **facts)

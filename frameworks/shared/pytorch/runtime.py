@@ -4,6 +4,7 @@ and GPU facts of its hello record (torch_ddp's and horovod_torch's)."""
 from __future__ import annotations
 
 import platform
+from typing import Callable
 
 import torch
 
@@ -38,3 +39,12 @@ def gpu_facts(device: str) -> dict[str, str | None]:
     if device != "cuda":
         return {"gpu_model": None, "gpu_count": 0}
     return {"gpu_model": torch.cuda.get_device_name(), "gpu_count": torch.cuda.device_count()}
+
+
+def device_memory(device_kind: str) -> Callable[[], dict[str, float]] | None:
+    """What the rank's ``memory`` record says (run_measured_loop's ``device_memory``): the most GPU memory
+    PyTorch's caching allocator had allocated to tensors and had reserved from the device (MiB); None on a CPU."""
+    if device_kind != "cuda":
+        return None
+    return lambda: {"gpu_allocated_mb": torch.cuda.max_memory_allocated() / 2**20,
+                    "gpu_reserved_mb": torch.cuda.max_memory_reserved() / 2**20}

@@ -44,7 +44,7 @@ from torch import nn
 from torch.distributed.nn.functional import all_gather
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from frameworks.shared.pytorch import checkpointing, numerics
+from frameworks.shared.pytorch import checkpointing, numerics, runtime
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.training import dense_bytes, make_optimizer
@@ -161,7 +161,7 @@ def train(spec: RunSpec, events: EventWriter, model: nn.Module, device: torch.de
     window: dict[str, Any] = run_measured_loop(
         step, sync=sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
         samples_per_step=spec.batch_per_worker, events=events, loss_value=lambda t: float(t.item()),
-        between_steps=ledger.between_steps)
+        between_steps=ledger.between_steps, device_memory=runtime.device_memory(device.type))
     ledger.after_window(window, dense_bytes(model))  # what allreduce of the whole model's gradients would send
     hybrid.gather_classifier(model.fc)  # every rank holds the whole trained model
     if spec.storage != Storage.SYNTHETIC:
