@@ -1,4 +1,5 @@
-"""Tensor parallelism on BERT tiny in a real 2-process gloo group, against one process on the same batch."""
+"""Tensor parallelism on BERT tiny and the Llama decoder tiny in a real 2-process gloo group, against one process
+on the same batch."""
 
 import pytest
 
@@ -6,8 +7,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 
+from frameworks.shared.pytorch.llama import Llama, causal_lm_loss  # noqa: E402
 from frameworks.shared.pytorch.models import build_bert  # noqa: E402
-from frameworks.torch_ddp.strategies.tensor_parallel import parallelize_bert  # noqa: E402
+from frameworks.torch_ddp.strategies.tensor_parallel import parallelize  # noqa: E402
 from frameworks.shared.pytorch.training import full_tensor  # noqa: E402
 from harness.contract.axes import Size, Workload  # noqa: E402
 from harness.contract.equivalence import fixed_batch  # noqa: E402
@@ -49,10 +51,32 @@ def _train(model, counter=None):
             "bytes": counter.bytes_sent if counter else None}
 
 
+def _llama():
+    torch.manual_seed(0)
+    return Llama(WORKLOADS[Workload.LLAMA].options(Size.TINY))
+
+
+def _train_llama(model):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    ids = torch.from_numpy(fixed_batch(Workload.LLAMA, WORKLOADS[Workload.LLAMA].options(Size.TINY), BATCH, 0)["input_ids"])
+    losses = []
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        loss = causal_lm_loss(model(ids), ids)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    weights = torch.cat([full_tensor(p.detach()).reshape(-1) for p in model.parameters()])
+    return {"losses": losses, "weights_sum": weights.double().abs().sum().item()}
+
+
 def _cases(rank: int) -> dict:
     model = _model()
-    counter = parallelize_bert(model, "cpu")
-    return {"tp": _train(model, counter), "one_process": _train(_model())}
+    counter = parallelize(model, "cpu")
+    llama = _llama()
+    parallelize(llama, "cpu")  # 4 query heads, 2 key-value heads, FFN 224: 2 and 1 and 112 per rank
+    return {"tp": _train(model, counter), "one_process": _train(_model()),
+            "llama_tp": _train_llama(llama), "llama_one_process": _train_llama(_llama())}
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +100,11 @@ def test_allreduce_bytes_follow_the_layout(results):
     activation = BATCH * 32 * 64 * 4
     for rank in results:
         assert rank["tp"]["bytes"] == STEPS * 6 * activation
+
+
+def test_tensor_parallel_llama_with_grouped_query_heads_matches_one_process(results):
+    reference = results[0]["llama_one_process"]
+    for rank in results:
+        torch.testing.assert_close(torch.tensor(rank["llama_tp"]["losses"]), torch.tensor(reference["losses"]),
+                                   rtol=0, atol=1e-4)
+        assert rank["llama_tp"]["weights_sum"] == pytest.approx(reference["weights_sum"], rel=1e-5)

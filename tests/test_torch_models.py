@@ -57,3 +57,34 @@ def test_bert_tiny_forward_has_mlm_and_nsp_heads():
     assert out.prediction_logits.shape == (2, opts["seq_len"], opts["vocab_size"])
     assert out.seq_relationship_logits.shape == (2, 2)
     assert torch.isfinite(out.loss)
+
+
+def test_llama_8b_shape_has_the_published_parameter_count_built_on_the_meta_device():
+    """Llama 3.1 8B's 8,030,261,248 parameters, counted on a model built without memory (device meta)."""
+    from frameworks.shared.pytorch.llama import Llama
+    from harness.contract.workloads import LLAMA31_8B_PARAMS
+
+    with torch.device("meta"):
+        model = Llama(WORKLOADS[Workload.LLAMA].options(Size.FULL))
+    assert parameter_count(model) == LLAMA31_8B_PARAMS
+    attention = model.layers[0].attention
+    assert (attention.q_proj.out_features, attention.k_proj.out_features) == (4096, 1024)  # 32 and 8 heads of 128
+
+
+def test_llama_is_causal_and_learns_the_next_token():
+    """A token's logits depend on the tokens before it only; the loss predicts each next token."""
+    from frameworks.shared.pytorch.llama import Llama, causal_lm_loss
+
+    opts = WORKLOADS[Workload.LLAMA].options(Size.TINY)
+    torch.manual_seed(0)
+    model = Llama(opts)
+    ids = torch.randint(0, opts["vocab_size"], (2, opts["seq_len"]))
+    changed = ids.clone()
+    changed[:, 10] = (ids[:, 10] + 1) % opts["vocab_size"]
+    with torch.no_grad():
+        a, b = model(ids), model(changed)
+    assert a.shape == (2, opts["seq_len"], opts["vocab_size"])
+    torch.testing.assert_close(a[:, :10], b[:, :10])  # positions before the change see nothing of it
+    assert not torch.allclose(a[:, 10:], b[:, 10:])
+    loss = causal_lm_loss(a, ids)
+    assert loss.item() == pytest.approx(torch.log(torch.tensor(float(opts["vocab_size"]))).item(), rel=0.05)

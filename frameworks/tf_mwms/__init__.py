@@ -23,11 +23,12 @@ INFO = FrameworkInfo(
     worker_module="frameworks.tf_mwms.worker",
     requires=("tensorflow", "keras"),
     workload_requires={Workload.DIGITS: ("sklearn",)},
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA),
     strategies=(Strategy.ALLREDUCE, Strategy.PS_ASYNC),
     # allreduce trains the two Keras models; ps_async the digits MLP (shared/keras/digits.py), the
     # time-to-accuracy workload the asynchronous strategies are compared on
-    strategy_workloads={Strategy.ALLREDUCE: (Workload.RESNET50, Workload.BERT), Strategy.PS_ASYNC: (Workload.DIGITS,)},
+    strategy_workloads={Strategy.ALLREDUCE: (Workload.RESNET50, Workload.BERT, Workload.LLAMA),
+                        Strategy.PS_ASYNC: (Workload.DIGITS,)},
     # ps_async: the coordinator, servers and workers on CPU (a GPU worker is untested here)
     strategy_devices={Strategy.PS_ASYNC: (Device.CPU,)},
     storage=tuple(Storage),  # real data: resnet50 images through tf.data (shared/keras/input_pipeline.py)

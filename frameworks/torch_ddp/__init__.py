@@ -25,7 +25,7 @@ INFO = FrameworkInfo(
     worker_module="frameworks.torch_ddp.worker",
     requires=("torch",),
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA),
     # DDP communication hooks and torch.distributed.algorithms building blocks (strategies/wrapping.py)
     strategies=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.BMUF, Strategy.LOCAL_SGD, Strategy.FP16,
                 Strategy.BF16, Strategy.POWERSGD,
@@ -34,11 +34,12 @@ INFO = FrameworkInfo(
                 Strategy.HIERARCHICAL,  # hierarchical.py: reduce-scatter, inter-host allreduce, allgather
                 Strategy.FSDP,  # fsdp.py: FSDP2 fully_shard
                 Strategy.PIPELINE,  # pipeline_parallel.py: one stage per rank, GPipe or 1F1B
-                Strategy.TENSOR_PARALLEL,  # tensor_parallel.py: BERT's attention and MLP split across ranks
+                Strategy.TENSOR_PARALLEL,  # tensor_parallel.py: BERT's and Llama's attention and MLP split across ranks
                 Strategy.HYBRID,  # hybrid.py: data-parallel trunk, the classifier's classes split across ranks
                 ),
-    strategy_workloads={Strategy.PIPELINE: (Workload.RESNET50, Workload.DIGITS),  # BERT is not cut into stages
-                        Strategy.TENSOR_PARALLEL: (Workload.BERT,),
+    # BERT and the Llama decoder are not cut into stages (the stages hand on one tensor; their layers take more)
+    strategy_workloads={Strategy.PIPELINE: (Workload.RESNET50, Workload.DIGITS),
+                        Strategy.TENSOR_PARALLEL: (Workload.BERT, Workload.LLAMA),
                         # a convolutional trunk and one linear classifier: ResNet-50 (digits is an MLP)
                         Strategy.HYBRID: (Workload.RESNET50,)},
     # bf16_compress_hook needs NCCL (>= 2.10) on CUDA; gloo on CPU has no bf16 allreduce path here.

@@ -19,6 +19,7 @@ from frameworks.shared.pytorch.training import build_model, make_optimizer, trai
 from harness.contract.axes import Compile, Strategy
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
+from harness.contract.workloads import samples_per_step
 
 
 def applies(spec: RunSpec, world: int) -> bool:
@@ -41,5 +42,5 @@ def measure(spec: RunSpec, events: EventWriter, device: torch.device, device_kin
     for _ in range(spec.measured_steps):
         step()
     sync()
-    events.emit("plain", seconds=time.perf_counter() - t0, samples=spec.measured_steps * spec.batch_per_worker,
-                steps=spec.measured_steps)
+    samples = spec.measured_steps * samples_per_step(spec.workload, spec.workload_options, spec.batch_per_worker)
+    events.emit("plain", seconds=time.perf_counter() - t0, samples=samples, steps=spec.measured_steps)

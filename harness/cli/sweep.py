@@ -58,14 +58,14 @@ def _load_scenario(path: str | None):
 def cmd_equivalence(args: argparse.Namespace) -> int:
     import frameworks
     from harness.contract.axes import Size
-    from harness.reports.equivalence_report import equivalence_report
+    from harness.reports.equivalence_report import capped_notes, equivalence_report
 
     chosen = args.framework or frameworks.names()
     unknown = [name for name in chosen if name not in frameworks.REGISTRY]
     if unknown:
         raise UserError(f"--framework: unknown {', '.join(unknown)} (known: {', '.join(frameworks.names())})")
     table, drifted = equivalence_report(chosen, Size(args.size), args.steps)
-    print_items([table])
+    print_items([table, *capped_notes(chosen, Size(args.size))])
     return 1 if drifted else 0
 
 

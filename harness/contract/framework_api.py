@@ -20,6 +20,7 @@ from harness.contract.axes import (
     Strategy,
     Workload,
 )
+from harness.contract.workloads import WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ class FrameworkInfo:
                     f"in {self.name}, not {workload.value}")
         if storage not in self.storage:
             return f"{self.name} cannot read from storage {storage.value}"
+        if storage != Storage.SYNTHETIC and not WORKLOADS[workload].real_data:
+            return f"workload {workload.value} trains on synthetic token ids only (no dataset reader): storage synthetic"
         if device == Device.EMULATED and device not in self.devices:
             return f"{self.name} has no emulated accelerators (device emulated is not among its devices)"
         return None

@@ -70,6 +70,7 @@ class WorkloadInfo:
     # where a sample is smaller than what a batch holds (a token of a sequence): the option saying how many
     # samples one batch item counts as (seq_len); None: one item is one sample
     samples_option: str | None = None
+    real_data: bool = True  # whether a dataset reader exists (storage other than synthetic): false for llama
 
     def samples_per_item(self, options: Mapping[str, Any]) -> int:
         """Samples one image or sequence of a batch counts as (a sequence's tokens where samples are tokens)."""
@@ -84,7 +85,7 @@ WORKLOADS: dict[Workload, WorkloadInfo] = {
     Workload.RESNET50: WorkloadInfo(Workload.RESNET50, "ResNet-50 v1.5", "images", _RESNET50),
     Workload.BERT: WorkloadInfo(Workload.BERT, "BERT pre-training (MLM + NSP)", "sequences", _BERT),
     Workload.LLAMA: WorkloadInfo(Workload.LLAMA, "Llama-style decoder (causal LM)", "tokens", _LLAMA,
-                                 samples_option="seq_len"),
+                                 samples_option="seq_len", real_data=False),
     Workload.DIGITS: WorkloadInfo(Workload.DIGITS, "MLP on scikit-learn digits (time-to-accuracy)", "images",
                                   _DIGITS),
 }

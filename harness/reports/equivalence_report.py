@@ -7,7 +7,7 @@ from __future__ import annotations
 import frameworks
 from harness.contract.axes import Size, Workload
 from harness.contract.equivalence import REFERENCE_FRAMEWORK
-from harness.running.probe import PUBLISHED_PARAMETERS, verify
+from harness.running.probe import PUBLISHED_PARAMETERS, probed_size, verify
 
 
 def equivalence_report(names: list[str], size: Size, steps: int) -> tuple[object, bool]:
@@ -53,3 +53,16 @@ def _probe_rows(table, name: str, size: Size, steps: int, references: dict) -> b
                       f"{losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "-",
                       "[green]same[/green]" if not problems else "[red]DRIFT[/red]: " + "; ".join(problems))
     return drifted
+
+
+def capped_notes(names: list[str], size: Size) -> list[str]:
+    """A line for each workload of the frameworks ``names`` whose probe builds a smaller size than ``size``
+    (Llama 3.1 8B is not built on a CPU): what was built and checked instead."""
+    notes = []
+    for workload in Workload:
+        built = probed_size(workload, size)
+        if built != size and any(workload in frameworks.get(name).workloads for name in names):
+            notes.append(f"{workload.value}: its {size.value} model is not built here; the probes built {built.value} "
+                         f"and checked its parameters against the count from its options "
+                         f"({PUBLISHED_PARAMETERS[workload]:,} at {Size.FULL.value}, as published)")
+    return notes

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from frameworks.shared.keras.bert import SelfAttention, TiedDecoder
+from frameworks.shared.keras.llama import LlamaAttention
 from frameworks.shared.keras.training import (
     build_model,
     build_train_step,
@@ -47,7 +48,7 @@ def _record(layer: keras.layers.Layer, inputs: Any, output: Any, n: int) -> dict
         vocab = int(shape[-1])
         return {"op": "dense", "in_features": int(inputs.shape[-1]), "out_features": vocab,
                 "rows": rows_per_sample(int(np.prod(shape)), n, vocab)}
-    if isinstance(layer, SelfAttention):  # QK^T and AV over all heads: (n, seq, hidden) out
+    if isinstance(layer, (SelfAttention, LlamaAttention)):  # QK^T and AV over all query heads: (n, seq, hidden) out
         return {"op": "attention", "seq_len": int(shape[1]), "hidden": int(shape[2])}
     raise TypeError(f"no probe record for layer {type(layer).__name__}")
 
@@ -70,7 +71,7 @@ def layer_records(model: keras.Model, inputs: Any, n: int) -> list[dict[str, Any
         wrapped.append(layer)
 
     for layer in model._flatten_layers(include_self=False, recursive=True):
-        if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense, TiedDecoder, SelfAttention)):
+        if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense, TiedDecoder, SelfAttention, LlamaAttention)):
             watch(layer)
     try:
         model(inputs, training=False)

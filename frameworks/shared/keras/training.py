@@ -16,11 +16,12 @@ import numpy as np
 import tensorflow as tf
 
 from frameworks.shared.keras.bert import BertForPreTraining
+from frameworks.shared.keras.llama import Llama
 from frameworks.shared.keras.resnet import ResNet50
 from harness.contract.axes import Precision, Workload
 from harness.contract.equivalence import IGNORED_LABEL, Recipe, fixed_batch
 
-WORKLOADS = (Workload.RESNET50, Workload.BERT)
+WORKLOADS = (Workload.RESNET50, Workload.BERT, Workload.LLAMA)
 
 
 def build_model(workload: Workload, options: Mapping[str, Any]) -> keras.Model:
@@ -29,6 +30,8 @@ def build_model(workload: Workload, options: Mapping[str, Any]) -> keras.Model:
         model = ResNet50(int(options["num_classes"]))
     elif workload == Workload.BERT:
         model = BertForPreTraining(options)
+    elif workload == Workload.LLAMA:
+        model = Llama(options)
     else:
         raise ValueError(f"no Keras model for workload {workload.value}")
     model(dummy_inputs(workload, options), training=False)
@@ -60,6 +63,8 @@ def synthetic_batch(workload: Workload, options: Mapping[str, Any], batch_per_wo
 def model_inputs(workload: Workload, batch: Mapping[str, tf.Tensor]) -> Any:
     if workload == Workload.RESNET50:
         return batch["images"]
+    if workload == Workload.LLAMA:
+        return batch["input_ids"]
     return {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
 
 
@@ -69,9 +74,13 @@ def _cross_entropy(labels, logits):
 
 def loss_of(workload: Workload, model: keras.Model, batch: Mapping[str, tf.Tensor], training: bool = True):
     """ResNet: mean softmax cross-entropy. BERT: MLM cross-entropy averaged over the predicted tokens
-    (label IGNORED_LABEL skipped) plus the mean NSP cross-entropy, as BertForPreTraining's loss."""
+    (label IGNORED_LABEL skipped) plus the mean NSP cross-entropy, as BertForPreTraining's loss. Llama: mean
+    cross-entropy of every position's prediction of the next token (causal LM)."""
     if workload == Workload.RESNET50:
         return tf.reduce_mean(_cross_entropy(batch["labels"], model(batch["images"], training=training)))
+    if workload == Workload.LLAMA:
+        ids = batch["input_ids"]
+        return tf.reduce_mean(_cross_entropy(ids[:, 1:], model(ids, training=training)[:, :-1]))
     mlm_logits, nsp_logits = model(model_inputs(workload, batch), training=training)
     labels = batch["labels"]
     predicted = tf.cast(tf.not_equal(labels, IGNORED_LABEL), tf.float32)

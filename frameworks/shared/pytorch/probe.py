@@ -35,7 +35,7 @@ def layer_records(model: nn.Module, batch: dict[str, torch.Tensor]) -> list[dict
         elif isinstance(module, nn.Linear):
             records.append({"op": "dense", "in_features": module.in_features, "out_features": module.out_features,
                             "rows": rows_per_sample(output.numel(), n, module.out_features)})
-        elif type(module).__name__ == "BertSelfAttention":  # QK^T and AV, after its q, k, v projections
+        elif type(module).__name__ in ("BertSelfAttention", "LlamaAttention"):  # QK^T and AV over all query heads
             hidden_states = inputs[0] if inputs else None
             seq_len = hidden_states.shape[1] if hidden_states is not None else batch["input_ids"].shape[1]
             records.append({"op": "attention", "seq_len": seq_len, "hidden": module.all_head_size})

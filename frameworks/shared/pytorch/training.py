@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from frameworks.shared.pytorch import digits, numerics
+from frameworks.shared.pytorch.llama import Llama, causal_lm_loss
 from frameworks.shared.pytorch.models import ResNet50, build_bert
 from harness.contract.axes import Workload
 from harness.contract.equivalence import Recipe, fixed_batch, recipe
@@ -22,6 +23,8 @@ def build_model(workload: Workload, options: dict[str, Any]) -> nn.Module:
         return ResNet50(options["num_classes"])
     if workload == Workload.DIGITS:
         return digits.build_model(options)
+    if workload == Workload.LLAMA:
+        return Llama(options)
     return build_bert(options)
 
 
@@ -61,6 +64,8 @@ def loss_of(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]
         return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
     if workload == Workload.DIGITS:
         return nn.functional.cross_entropy(model(batch["x"]), batch["y"])
+    if workload == Workload.LLAMA:
+        return causal_lm_loss(model(batch["input_ids"]), batch["input_ids"])
     return model(**batch).loss
 
 

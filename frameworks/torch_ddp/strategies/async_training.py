@@ -33,6 +33,7 @@ from harness.contract.equivalence import recipe
 from harness.contract.events import HOST_VARIABLE, EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
+from harness.contract.workloads import samples_per_step
 
 PARAMETER_SERVERS = (Strategy.PS_SYNC, Strategy.PS_ASYNC)
 SHARED_MEMORY = (Strategy.HOGWILD, Strategy.HOGWILD_LOCKED)
@@ -148,7 +149,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
             marks.update(staleness=len(updates.staleness))
     window = run_measured_loop(updates.step, sync=lambda: None, barrier=dist.barrier,
                                warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
-                               samples_per_step=spec.batch_per_worker, events=events,
+                               samples_per_step=samples_per_step(spec.workload, spec.workload_options,
+                                                                 spec.batch_per_worker), events=events,
                                loss_value=lambda t: float(t.item()), between_steps=between_steps)
     events.emit("staleness", values=updates.staleness[marks["staleness"]:])
     ledger.after_window(window, dense_bytes(model))

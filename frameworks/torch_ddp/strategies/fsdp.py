@@ -3,7 +3,7 @@
 Every rank keeps 1/world of each parameter, gradient and optimizer state (dim-0 shards, DTensors);
 a unit's parameters are all-gathered before its forward (and again before its backward when it
 resharded after forward), its gradients reduce-scattered after its backward. The units are
-ResNet-50's bottleneck blocks and BERT's encoder layers, then the root (everything else); the
+ResNet-50's bottleneck blocks, BERT's encoder layers and the Llama decoder's layers, then the root (everything else); the
 digits MLP is one unit. ``tests/test_model_parallel_dist.py`` checks the gradients against one
 process on the whole batch, since pytorch#162338 ("incorrect AVG reduction for GLOO") was a silent
 wrong-gradient bug.
@@ -18,7 +18,7 @@ from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-UNIT_CLASSES = ("Bottleneck", "BertLayer")  # sharded as units of their own, by class name
+UNIT_CLASSES = ("Bottleneck", "BertLayer", "LlamaBlock")  # sharded as units of their own, by class name
 
 
 @dataclass

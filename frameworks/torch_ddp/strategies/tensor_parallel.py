@@ -1,10 +1,13 @@
-"""Tensor parallelism (Megatron-LM style) on BERT with torch.distributed.tensor.parallel.
+"""Tensor parallelism (Megatron-LM style) on BERT and the Llama decoder with torch.distributed.tensor.parallel.
 
 In every encoder layer the attention's query, key and value projections and the MLP's first linear
 are split by output columns (``ColwiseParallel``: each rank holds heads / world of the heads and
 intermediate / world of the MLP), the attention's output projection and the MLP's second linear by
 input rows (``RowwiseParallel``: partial sums, allreduced). Embeddings, LayerNorms and the heads are
-replicated; every rank sees the same batch, so their gradients agree without communication.
+replicated; every rank sees the same batch, so their gradients agree without communication. The Llama
+decoder is split the same way (torchtitan's plan without its sequence parallelism): the query, key, value,
+gate and up projections by columns (heads / world query heads and kv_heads / world key-value heads per
+rank), the output and down projections by rows; RMSNorms, the embedding and the LM head replicated.
 
 Bytes: each row-wise linear allreduces its output in forward; each column-wise linear allreduces the
 gradient of its input in backward (its input is replicated). Both are counted from the tensors' sizes
@@ -39,20 +42,34 @@ class ActivationAllreduces:
             self.bytes_sent += inputs[0].numel() * inputs[0].element_size()
 
 
-def parallelize_bert(model: nn.Module, device_type: str) -> ActivationAllreduces:
-    """Shard every encoder layer of a transformers BERT across all ranks, in place."""
+LLAMA_COLUMNWISE = ("attention.q_proj", "attention.k_proj", "attention.v_proj", "feed_forward.gate_proj",
+                    "feed_forward.up_proj")
+LLAMA_ROWWISE = ("attention.o_proj", "feed_forward.down_proj")
+
+
+def parallelize(model: nn.Module, device_type: str) -> ActivationAllreduces:
+    """Shard every layer of a transformers BERT, or of the Llama decoder, across all ranks, in place."""
     world = dist.get_world_size()
-    heads = model.config.num_attention_heads
-    if heads % world or model.config.intermediate_size % world:
-        raise ValueError(f"strategy tensor_parallel: {heads} heads and intermediate size "
-                         f"{model.config.intermediate_size} must both divide by the world size {world}")
+    if hasattr(model, "bert"):
+        config = model.config
+        layers, columnwise, rowwise = model.bert.encoder.layer, COLUMNWISE, ROWWISE
+        split = {"heads": config.num_attention_heads, "intermediate size": config.intermediate_size}
+    else:
+        first = model.layers[0]
+        layers, columnwise, rowwise = model.layers, LLAMA_COLUMNWISE, LLAMA_ROWWISE
+        split = {"heads": first.attention.q_proj.out_features // first.attention.head_dim,
+                 "key-value heads": first.attention.k_proj.out_features // first.attention.head_dim,
+                 "intermediate size": first.feed_forward.gate_proj.out_features}
+    uneven = [f"{name} {count}" for name, count in split.items() if count % world]
+    if uneven:
+        raise ValueError(f"strategy tensor_parallel: {', '.join(uneven)} must divide by the world size {world}")
     mesh = init_device_mesh(device_type, (world,))
     counter = ActivationAllreduces()
-    plan = {**{name: ColwiseParallel() for name in COLUMNWISE}, **{name: RowwiseParallel() for name in ROWWISE}}
-    for layer in model.bert.encoder.layer:
+    plan = {**{name: ColwiseParallel() for name in columnwise}, **{name: RowwiseParallel() for name in rowwise}}
+    for layer in layers:
         parallelize_module(layer, mesh, plan)
-        for name in COLUMNWISE:
+        for name in columnwise:
             layer.get_submodule(name).register_forward_hook(counter.columnwise)
-        for name in ROWWISE:
+        for name in rowwise:
             layer.get_submodule(name).register_forward_hook(counter.rowwise)
     return counter

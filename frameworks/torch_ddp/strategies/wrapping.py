@@ -94,7 +94,7 @@ def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
     if strategy == Strategy.TENSOR_PARALLEL:  # no DDP: every rank holds a part of every layer
         from frameworks.torch_ddp.strategies import tensor_parallel
 
-        counter = tensor_parallel.parallelize_bert(model, "cuda" if device_ids else "cpu")
+        counter = tensor_parallel.parallelize(model, "cuda" if device_ids else "cpu")
         return TrainingStrategy(model, dense_bytes(model), counter, one_batch=True)
     ddp = DDP(model, device_ids=device_ids)
     dense = dense_bytes(model)
