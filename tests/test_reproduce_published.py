@@ -202,3 +202,19 @@ def test_strategies_are_stated_as_ratios_to_allreduce():
          "time_to_target_s": math.nan}])
     assert reproduce.strategy_lines(summary) == [("onebit / allreduce at 2 worker(s): throughput 1.50x, "
                                                   "bytes per step 0.03x.")]
+
+
+def test_the_llama_reference_plans_torchtitan_s_fsdp_runs_and_its_curve_is_predicted(tmp_path, capsys):
+    """torchtitan's Llama 3.1 8B on 8 and 128 H100s: FSDP in bf16 at batch 2 (sequences of 8,192 tokens) as SLURM
+    jobs, and the scaling model's prediction from tokens/s (a batch's samples are its tokens)."""
+    ref = reference.get("torchtitan-llama31-8b-h100")
+    code = cli.main(["reproduce", ref.id, "--at", "published", "--launcher", "slurm", "--dry-run", "--repeats", "1",
+                     "--results", str(tmp_path)])
+    assert code == 0, capsys.readouterr().out
+    specs = _specs(tmp_path)
+    assert {(s["nodes"], s["procs_per_node"]) for s in specs} == {(1, 8), (16, 8)}
+    assert {(s["workload"], s["size"], s["strategy"], s["precision"], s["batch_per_worker"]) for s in specs} == {
+        ("llama", "full", "fsdp", "amp_bf16", 2)}
+    rows = predicted.predicted_rows(ref)
+    assert list(rows["workers"]) == [8, 128] and rows["efficiency"].iloc[0] == pytest.approx(1.0)
+    assert 0.5 < rows["efficiency"].iloc[1] <= 1.0  # the published 97%: 5,605 of 5,762 tokens/s per GPU
