@@ -85,6 +85,8 @@ def write(all_series: Sequence[Series], table: pd.DataFrame, out: Path, title: s
     (out / "index.html").write_text(dashboard_pages.index(listed, title))
     (out / "regressions.html").write_text(dashboard_pages.regressions(
         listed, title, current_step, past_steps_down))
+    for stale in set(out.glob("series-*.html")) - {out / e.page for e in listed}:
+        stale.unlink()  # a series an earlier run wrote that this one does not have: not left to mislead
     for entry in listed:
         (out / entry.page).write_text(dashboard_pages.series_page(entry, title))
     return out / "index.html"

@@ -58,6 +58,8 @@ def index(listed: Sequence, title: str) -> str:
     for e in listed:
         s, latest = e.series, e.latest
         figure = f"{latest.rate:.4g} {escape(s.unit)}/s" if latest else "-"
+        if latest and latest is not s.points[-1]:
+            figure += f' <span class="muted">(at {escape(latest.sweep_id)})</span>'  # the newest was not judged
         dims = "".join(f"<td>{escape(e.dimensions.get(d, ''))}</td>" for d in FILTERS[:4])
         rows.append(f'<tr data-series{_attributes(e)}><td>{_link(e)}</td><td>{escape(s.machine)}</td>{dims}'
                     f'<td>{escape(s.points[-1].sweep_id)}</td><td class="num">{figure}</td><td>{_verdict(s)}</td>'
@@ -120,14 +122,17 @@ def series_page(entry, title: str) -> str:
     s = entry.series
     dims = ", ".join(f"{k} {v}" for k, v in entry.dimensions.items() if v)
     outliers = ", ".join(s.outliers) or "none"
-    notes = "".join(f'<p class="note-text">{escape(n)}</p>' for n in s.notes)
+    notes = "".join(f'<p class="note-text">{escape(n)}</p>' for n in s.notes if n != s.verdict.note)
+    css = s.verdict.verdict if s.verdict.verdict in ("regression", "improvement") else "muted"
+    noise = f"&plusmn;{s.noise:.1%} per sweep" if math.isfinite(s.noise) else "not known (too few sweeps)"
     body = (f'<p>{escape(s.machine)}; {escape(dims)}; configuration <code>{escape(s.config_id)}</code></p>'
-            f'<p>newest sweep: {_verdict(s)} <span class="muted">{escape(describe_series(s))}</span></p>{notes}'
+            f'<p>newest sweep: <span class="{escape(css)}">{escape(describe_series(s))}</span></p>{notes}'
             f'{chart(s)}<p class="muted">grey: launches; blue: sweeps (median of launches); orange: levels and '
-            f'trends; red/green lines: steps down/up (dashed confirmed, dotted suspected); red circles: outliers.</p>'
+            f'trends; red/green lines: steps down/up (dashed confirmed, dotted suspected); red circles: outliers; '
+            f'grey crosses at the bottom: sweeps not judged (see their label below).</p>'
             f'<h2>Steps</h2>{_steps_table(s)}<h2>Levels and trends</h2>{_levels_table(s)}'
             f'<h2>Outliers</h2><p id="outliers">{escape(outliers)}</p>'
-            f'<p class="muted">noise: &plusmn;{s.noise:.1%} per sweep</p><h2>Sweeps</h2>{_points_table(s)}')
+            f'<p class="muted">noise: {noise}</p><h2>Sweeps</h2>{_points_table(s)}')
     return _page(title, f"{s.label} on {s.machine}", body)
 
 

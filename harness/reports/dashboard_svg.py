@@ -69,7 +69,7 @@ def chart(s: Series, width: int = 900, height: int = 320, small: bool = False) -
 
 
 def _axes(s: Series, f: Frame) -> list[str]:
-    """Five y ticks in samples/s, up to eight x ticks with the sweep's date and id."""
+    """Five y ticks in samples/s, up to eight x ticks with the sweep's date and time (UTC; its id on hover)."""
     out = []
     for k in range(5):
         value = f.low + (f.high - f.low) * k / 4
@@ -82,8 +82,7 @@ def _axes(s: Series, f: Frame) -> list[str]:
             x, base = f.x(i), f.height - f.bottom
             out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{base}" y2="{base + 4}" stroke="#888"/>'
                        f'<text x="{x:.1f}" y="{base + 16}" text-anchor="middle" class="tick">'
-                       f'{escape(p.timestamp[:10])}</text>'
-                       f'<text x="{x:.1f}" y="{base + 28}" text-anchor="middle" class="tick">{escape(p.sweep_id)}</text>')
+                       f'{escape(p.timestamp[5:16].replace("T", " "))}<title>{escape(p.sweep_id)}</title></text>')
     out.append(f'<text x="12" y="{f.top + (f.height - f.top - f.bottom) / 2:.0f}" class="tick" '
                f'transform="rotate(-90 12 {f.top + (f.height - f.top - f.bottom) / 2:.0f})" text-anchor="middle">'
                f'{escape(s.unit)}/s</text>')
@@ -134,6 +133,10 @@ def _points(s: Series, f: Frame, small: bool) -> list[str]:
             out.append(f'<circle class="sweep" cx="{x:.1f}" cy="{f.y(p.rate):.1f}" r="{2 if small else 4}" '
                        f'fill="{SWEEP_COLOUR}"><title>{escape(p.sweep_id)}: {p.rate:.4g} {escape(s.unit)}/s'
                        f'</title></circle>')
+        elif not small:  # not judged (busy, nothing measured): a cross on the axis, why on hover
+            y = f.height - f.bottom - 6
+            out.append(f'<path class="not-judged" d="M{x - 4:.1f},{y - 4} l8,8 m0,-8 l-8,8" stroke="#999" '
+                       f'stroke-width="1.5"><title>{escape(p.sweep_id)}: {escape(p.label)}</title></path>')
         if p.sweep_id in s.outliers and math.isfinite(p.rate):
             out.append(f'<circle class="outlier" cx="{x:.1f}" cy="{f.y(p.rate):.1f}" r="{5 if small else 9}" '
                        f'fill="none" stroke="{DOWN_COLOUR}" stroke-width="2"/>')
