@@ -1,8 +1,8 @@
 """rosetta dashboard: a static site from result stores, loaded in a real headless browser (Debian's chromium).
 
-A store of six series built from rows as `rosetta run` writes them, with two regressions planted on the
-newest sweeps (one suspected, one confirmed), an outlier, a step up and an old step down that must not be
-listed as regressions; the pages are loaded in chromium, which runs their script, and the DOM it ends with
+A store of seven series built from rows as `rosetta run` writes them, with two regressions planted on the
+newest sweeps (one suspected, one confirmed), an outlier, a step up, an old step down and a drift that must
+not be listed as regressions; the pages are loaded in chromium, which runs their script, and the DOM it ends with
 is read back (--dump-dom), so the filters are checked as a reader would see them.
 """
 
@@ -27,12 +27,12 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="the Debian package
 INJECTED = 'gpu-box<script>alert("x")</script>'  # a host name carrying markup: shown as text, never run
 
 
-def _sweep(index, level_s, rng, config, host="m1", torch="2.13.0", **dims):
+def _sweep(index, level_s, rng, config, host="m1", torch="2.13.0", spread=0.02, **dims):
     """Rows as `rosetta run` writes them: a launch per repeat with its raw step times (lognormal
     launch-to-launch noise, step-to-step noise, an occasional slow step)."""
     rows = []
     for r in range(3):
-        launch = level_s * math.exp(rng.gauss(0, 0.02))
+        launch = level_s * math.exp(rng.gauss(0, spread))
         steps = [launch * (1 + abs(rng.gauss(0, 0.02))) * (2.5 if rng.random() < 0.03 else 1) for _ in range(30)]
         rows.append({"schema_version": 2, "sweep_id": f"s{index:02d}", "run_id": f"{host}/s{index:02d}/{config}/{r}",
                      "config_id": config, "framework": "torch_ddp", "workload": "resnet50", "size": "tiny",
@@ -56,6 +56,7 @@ PLANTED = {  # config -> (its dimensions, its step times per sweep, what the das
     "faster": ({"framework": "horovod_torch", "workload": "resnet50"}, [SLOW] * 6 + [0.080] * 6, "no change"),
     "old-step": ({"framework": "horovod_torch", "workload": "bert", "storage": "nfs"}, [0.080] * 5 + [SLOW] * 7,
                  "no change"),
+    "drift": ({"framework": "tf_mwms", "workload": "llama"}, [0.080 / 0.995 ** k for k in range(30)], "no change"),
 }
 
 
@@ -66,7 +67,8 @@ def _store(path: Path) -> Path:
         host = INJECTED if config == "old-step" else "m1"
         for i, level in enumerate(levels):
             torch = "2.14.0" if config == "confirmed" and i >= 10 else "2.13.0"  # the cause, shown beside the step
-            rows += _sweep(i, level, rng, config, host=host, torch=torch, **dims)
+            spread = 0.01 if config == "drift" else 0.02  # tests/test_history.py's drift
+            rows += _sweep(i, level, rng, config, host=host, torch=torch, spread=spread, **dims)
     results.append(path, rows)
     return path
 
@@ -89,6 +91,7 @@ def test_the_planted_verdicts_are_what_history_says(site):
     assert verdicts["outlier"].outliers == ("s05",) and verdicts["outlier"].steps == ()
     assert [(st.direction, st.verdict) for st in verdicts["faster"].steps] == [("up", "confirmed")]
     assert [(st.direction, st.verdict) for st in verdicts["old-step"].steps] == [("down", "confirmed")]
+    assert verdicts["drift"].steps == () and len(verdicts["drift"].trends) == 1
 
 
 def test_the_site_is_self_contained_and_escapes_the_data(site):
@@ -165,7 +168,7 @@ def test_regressions_page_lists_exactly_the_planted_regressions(site, tmp_path):
 @needs_chromium
 @pytest.mark.parametrize("fragment,shown", [
     ("", sorted(PLANTED)),
-    ("#framework=tf_mwms", ["confirmed", "outlier"]),
+    ("#framework=tf_mwms", ["confirmed", "drift", "outlier"]),
     ("?workload=bert&framework=torch_ddp", ["suspected"]),
     ("#verdict=regression", ["confirmed", "suspected"]),
     ("#storage=nfs", ["old-step"]),
@@ -186,6 +189,9 @@ def test_a_series_page_shows_its_step_and_its_cause_and_a_screenshot_is_kept(sit
     dom = _dom(tmp_path, out / page)
     assert re.search(r'<line class="step confirmed down"', dom) and 'class="level"' in dom
     assert "torch 2.13.0 -&gt; 2.14.0" in dom and "s10" in dom
+    drift = re.search(r'data-config="drift"[^>]*><td><a href="(series-\w+\.html)"', index).group(1)
+    dom = _dom(tmp_path, out / drift)
+    assert 'class="trend"' in dom and re.search(r"trend -0\.[3-7]\d%/sweep", dom) and "class=\"step" not in dom
     for name, target in (("index", out / "index.html"), ("series", out / page)):
         shot = root / f"screenshot-{name}.png"
         _browser(tmp_path / f"profile-{name}", f"--screenshot={shot}", "--window-size=1400,1000", target.as_uri())

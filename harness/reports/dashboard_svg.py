@@ -77,12 +77,13 @@ def _axes(s: Series, f: Frame) -> list[str]:
         out.append(f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
                    f'<text x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{value:.4g}</text>')
     every = max(1, math.ceil(len(s.points) / 8))
-    for i, p in enumerate(s.points):
-        if i % every == 0 or i == len(s.points) - 1:
-            x, base = f.x(i), f.height - f.bottom
-            out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{base}" y2="{base + 4}" stroke="#888"/>'
-                       f'<text x="{x:.1f}" y="{base + 16}" text-anchor="middle" class="tick">'
-                       f'{escape(p.timestamp[5:16].replace("T", " "))}<title>{escape(p.sweep_id)}</title></text>')
+    ticks = list(range(0, len(s.points), every))
+    ticks[-1] = len(s.points) - 1  # the newest sweep has its tick, in place of the last (nearer than `every`)
+    for i in ticks:
+        x, base, p = f.x(i), f.height - f.bottom, s.points[i]
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{base}" y2="{base + 4}" stroke="#888"/>'
+                   f'<text x="{x:.1f}" y="{base + 16}" text-anchor="middle" class="tick">'
+                   f'{escape(p.timestamp[5:16].replace("T", " "))}<title>{escape(p.sweep_id)}</title></text>')
     out.append(f'<text x="12" y="{f.top + (f.height - f.top - f.bottom) / 2:.0f}" class="tick" '
                f'transform="rotate(-90 12 {f.top + (f.height - f.top - f.bottom) / 2:.0f})" text-anchor="middle">'
                f'{escape(s.unit)}/s</text>')
