@@ -1,6 +1,7 @@
 """rosetta dashboard: a static site from result stores, loaded in a real headless browser (Debian's chromium).
 
-A store of seven series built from rows as `rosetta run` writes them, with two regressions planted on the
+Two stores (a results folder and a table file, as two CI machines keep them) of seven series built from rows
+as `rosetta run` writes them, with two regressions planted on the
 newest sweeps (one suspected, one confirmed), an outlier, a step up, an old step down and a drift that must
 not be listed as regressions; the pages are loaded in chromium, which runs their script, and the DOM it ends with
 is read back (--dump-dom), so the filters are checked as a reader would see them.
@@ -60,31 +61,33 @@ PLANTED = {  # config -> (its dimensions, its step times per sweep, what the das
 }
 
 
-def _store(path: Path) -> Path:
-    rows = []
+def _stores(root: Path) -> list[str]:
+    """Two stores, as two CI machines keep them: m1's results folder, and the other host's table file."""
+    rows: dict[str, list[dict]] = {"m1": [], INJECTED: []}
     for config, (dims, levels, _) in PLANTED.items():
         rng = random.Random(3)  # each series its own noise, the same draws as tests/test_history.py's
         host = INJECTED if config == "old-step" else "m1"
         for i, level in enumerate(levels):
             torch = "2.14.0" if config == "confirmed" and i >= 10 else "2.13.0"  # the cause, shown beside the step
             spread = 0.01 if config == "drift" else 0.02  # tests/test_history.py's drift
-            rows += _sweep(i, level, rng, config, host=host, torch=torch, spread=spread, **dims)
-    results.append(path, rows)
-    return path
+            rows[host] += _sweep(i, level, rng, config, host=host, torch=torch, spread=spread, **dims)
+    results.append(root / "m1", rows["m1"])
+    results.append(root / "other", rows[INJECTED])
+    return [str(root / "m1"), str(root / "other" / results.PARQUET)]
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("dashboard")
-    store = _store(root / "store")
-    assert cli.main(["dashboard", str(store), "--out", str(root / "site")]) == 0
-    return root, store, root / "site"
+    stores = _stores(root)
+    assert cli.main(["dashboard", *stores, "--out", str(root / "site")]) == 0
+    return root, stores, root / "site"
 
 
 def test_the_planted_verdicts_are_what_history_says(site):
-    """The store is what the test claims: history (the gate) finds exactly the planted regressions."""
-    _, store, _ = site
-    verdicts = {s.config_id: s for s in history.series(history.load([store]))}
+    """The stores are what the test claims: history (the gate) finds exactly the planted regressions."""
+    _, stores, _ = site
+    verdicts = {s.config_id: s for s in history.series(history.load(stores))}
     assert {c: verdicts[c].verdict.verdict for c in PLANTED} == {c: want for c, (_, _, want) in PLANTED.items()}
     assert (verdicts["suspected"].verdict.status, verdicts["confirmed"].verdict.status) == ("suspected", "confirmed")
     assert verdicts["steady"].steps == () and verdicts["steady"].outliers == ()
@@ -209,16 +212,16 @@ def test_the_network_check_catches_a_page_that_fetches_from_elsewhere(tmp_path):
 
 
 def test_a_second_run_into_the_same_folder_leaves_no_page_of_a_series_it_lacks(site, tmp_path):
-    _, store, _ = site
+    _, stores, _ = site
     out = tmp_path / "site"
-    assert cli.main(["dashboard", str(store), "--out", str(out)]) == 0
-    assert cli.main(["dashboard", str(store), "--out", str(out), "--host", "m1"]) == 0
+    assert cli.main(["dashboard", *stores, "--out", str(out)]) == 0
+    assert cli.main(["dashboard", *stores, "--out", str(out), "--host", "m1"]) == 0
     assert len(list(out.glob("series-*.html"))) == len(PLANTED) - 1  # old-step is on another host
     assert INJECTED not in (out / "index.html").read_text() and "m1 (cpu, 2 cores)" in (out / "index.html").read_text()
 
 
 def test_bad_input_is_one_line_and_exit_2(site, tmp_path, capsys):
-    _, store, _ = site
+    _, [store, _], _ = site
     assert cli.main(["dashboard", str(tmp_path / "missing")]) == 2
     assert cli.main(["dashboard", str(store), "--last", "2"]) == 2
     (tmp_path / "file").write_text("")
