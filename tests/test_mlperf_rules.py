@@ -143,3 +143,22 @@ def test_the_mode_needs_emulated_accelerators_and_a_known_name(write_scenario):
         scenario.load(write_scenario(text))
     with pytest.raises(UserError, match="rules"):
         scenario.load(write_scenario(MODE.format(device="emulated").replace("mlperf_storage", "mlperf")))
+
+
+def test_the_rules_measures_count_from_step_1_and_take_the_slowest_ranks_own_checkpoint_rate(tmp_path):
+    from harness.contract.events import EventWriter, read_rank
+    from harness.running import storage_rules
+
+    for rank, (run_s, first_s, written, save_s) in enumerate(((16.8, 0.99, 200_000_000, 2.0), (17.0, 1.2, 0, 0.1))):
+        events = EventWriter(tmp_path, rank)
+        events.emit("emulation", compute_s=0.4, run_steps=40, run_s=run_s, first_step_s=first_s, au=0.98)
+        events.emit("checkpoint", bytes_written=written, bytes_read=200_000_000, save_s=save_s, load_s=1.0 + rank)
+        events.close()
+    ranks = [read_rank(tmp_path, r) for r in range(2)]
+    measures = storage_rules.rules_measures(ranks, batch=16)
+    # DLIO's AU: compute x (steps - 1) / (run - first step), averaged over ranks; samples/s summed over ranks
+    assert measures["au_rules"] == pytest.approx((0.4 * 39 / 15.81 + 0.4 * 39 / 15.8) / 2)
+    assert measures["throughput_rules"] == pytest.approx(40 * 16 / 16.8 + 40 * 16 / 17.0)
+    # a checkpoint's GB/s: the minimum over ranks of each one's own (rank 1 wrote nothing: left out)
+    assert measures["checkpoint_save_gb_s_rules"] == pytest.approx(0.1)
+    assert measures["checkpoint_load_gb_s_rules"] == pytest.approx(0.1)  # rank 1: 0.2 GB in 2 s
