@@ -9,7 +9,7 @@ with an empty block cache before its set). Prints per backend the set's verdict,
 and ours (means over the 5 runs after the warm-up run), the replication spread and how the page cache was
 emptied, then every broken rule, and appends them to benchmarks/RESULTS.md with the machine and its load.
 Usage: python benchmarks/mlperf_storage.py [--count 2000] [--backends local,nfs,s3,blob,juicefs]
-       [--repeats N] [--steps N] [--results DIR] [--no-record]
+       [--repeats N] [--steps N] [--compute-scale 24] [--results DIR] [--no-record]
 """
 
 from __future__ import annotations
@@ -76,6 +76,8 @@ def main() -> int:
     parser.add_argument("--backends", default="local,nfs,s3,blob,juicefs")
     parser.add_argument("--repeats", type=int, default=0, help="runs per backend (default: the scenario's 6)")
     parser.add_argument("--steps", type=int, default=0, help="measured steps (default: the scenario's 499)")
+    parser.add_argument("--compute-scale", type=float, default=0.0,
+                        help="stretch the accelerator's step this many times instead of the scenario's 24")
     parser.add_argument("--results", type=Path, default=HERE.parent / "results" / "mlperf_storage")
     parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
     args = parser.parse_args()
@@ -88,7 +90,12 @@ def main() -> int:
         srv = Servers(stack, work, data, set(backends))
         for name, why in srv.missing.items():
             print(f"left out: {name}: {why}")
-        frame = run_scenario(SCENARIO, srv, backends, None, args.results, repeats=args.repeats,
+        path = SCENARIO
+        if args.compute_scale:  # a copy of the scenario with another stretch
+            text = SCENARIO.read_text().replace("compute_scale = 24.0", f"compute_scale = {args.compute_scale}")
+            path = work / SCENARIO.name
+            path.write_text(text)
+        frame = run_scenario(path, srv, backends, None, args.results, repeats=args.repeats,
                              measured_steps=args.steps)
         load = os.getloadavg()[0]
     shutil.rmtree(work, ignore_errors=True)
@@ -99,7 +106,8 @@ def main() -> int:
             out.write(f"\n## MLPerf Storage's run rules on this machine (benchmarks/mlperf_storage.py, "
                       f"scenarios/mlperf_storage.toml), {provenance.utc_now()}\n\n{machine['cpu_model']} "
                       f"({machine['cpu_cores']} cores, shared; 1-minute load {load:.1f} at the end), "
-                      f"{args.count} JPEGs ({manifest['total_bytes'] / 1e6:.0f} MB); "
+                      f"{args.count} JPEGs ({manifest['total_bytes'] / 1e6:.0f} MB); compute stretched "
+                      f"{args.compute_scale or 24:g}x; "
                       f"left out: {srv.missing or 'nothing'}.\n\n{text}\n")
     return 0
 
