@@ -1,10 +1,10 @@
 """rosetta dashboard: a static site from result stores, loaded in a real headless browser (Debian's chromium).
 
-Two stores (a results folder and a table file, as two CI machines keep them) of seven series built from rows
-as `rosetta run` writes them, with two regressions planted on the
-newest sweeps (one suspected, one confirmed), an outlier, a step up, an old step down and a drift that must
-not be listed as regressions; the pages are loaded in chromium, which runs their script, and the DOM it ends with
-is read back (--dump-dom), so the filters are checked as a reader would see them.
+Two stores (a results folder and a table file, as two CI machines keep them) hold seven series built from
+rows as `rosetta run` writes them: two regressions planted on the newest sweeps (one suspected, one
+confirmed), and an outlier, a step up, an old step down and a drift that must not be listed as regressions.
+The pages are loaded in chromium, which runs their script, and the DOM it ends with is read back
+(--dump-dom), so the filters are checked as a reader would see them.
 """
 
 import html
