@@ -65,13 +65,7 @@ def run_measured_loop(
     if slowdown:
         print(f"rosetta: {INJECT_SLOWDOWN_ENV}={slowdown}: every measured step is slowed on purpose",
               file=sys.stderr, flush=True)
-    for index in range(warmup_steps):
-        t0 = clock()
-        step()
-        sync()
-        events.emit("step", phase="warmup", index=index, seconds=clock() - t0, samples=samples_per_step)
-        if between_steps is not None:
-            between_steps(index + 1)
+    _warm_up(step, sync, warmup_steps, samples_per_step, events, between_steps)
     barrier()
     sync()
     losses = []
@@ -101,3 +95,16 @@ def run_measured_loop(
     if device_memory is not None:
         events.emit("memory", **device_memory())
     return window
+
+
+def _warm_up(step: Callable[[], Any], sync: Callable[[], None], warmup_steps: int, samples_per_step: int,
+             events: EventWriter, between_steps: Callable[[int], None] | None) -> None:
+    """The warm-up steps before the window, each timed and recorded (phase ``warmup``)."""
+    clock = time.perf_counter
+    for index in range(warmup_steps):
+        t0 = clock()
+        step()
+        sync()
+        events.emit("step", phase="warmup", index=index, seconds=clock() - t0, samples=samples_per_step)
+        if between_steps is not None:
+            between_steps(index + 1)
