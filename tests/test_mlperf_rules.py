@@ -61,7 +61,7 @@ def test_the_page_cache_rule_breaks_exactly_when_a_small_dataset_could_be_cached
 
 def facts(**changes) -> mlperf.RunFacts:
     base = dict(reads=reads(drop=CacheDrop.DROP_CACHES, share_samples=4000, run_samples=4000), batch_per_worker=8,
-                world_size=1, run_steps=500, repeats=6, repeat=1, au_rules=0.95, au_threshold=0.9,
+                world_size=1, run_steps=500, repeats=6, au_rules=0.95, au_threshold=0.9,
                 compute_source="MLPerf Storage v1.0 ResNet-50 H100", seeds_distinct=True)
     return mlperf.RunFacts(**{**base, **changes})
 

@@ -69,11 +69,16 @@ def check_verdict(row, runs: int, local: bool = False) -> list[str]:
 
 
 def test_local_runs_under_the_rules_and_outside_them(image_files, write_scenario, tmp_path):
-    rows = sweep(write_scenario, tmp_path, "local", {"url": str(image_files)}, repeats=2)
+    checkpoint = {"checkpoint": "single", "checkpoint_mb": 1, "checkpoint_dir": str(tmp_path / "checkpoints")}
+    rows = sweep(write_scenario, tmp_path, "local", {"url": str(image_files), **checkpoint}, repeats=2)
     assert [r["repeat"] for r in rows] == [0, 1] and len({r["config_id"] for r in rows}) == 1
     assert [json.loads(r["spec"])["seed"] for r in rows] == [0, 1]  # a new seed per run
     for row in rows:
         check_verdict(row, runs=2, local=True)
+        # one rank: the rules' minimum over ranks of each one's own rate is ours
+        assert row["checkpoint_save_gb_s_rules"] == pytest.approx(row["checkpoint_save_gb_s"])
+        assert row["checkpoint_load_gb_s_rules"] == pytest.approx(row["checkpoint_load_gb_s"])
+        assert any(v.startswith("checkpoint: 1 write and 1 read of 1 MB") for v in json.loads(row["mlperf_violations"]))
     assert page_cache_rule_held(rows[0])
     assert rows[1].get("mlperf_replication_spread") is None  # one run after the warm-up run: nothing to compare
     assert any(v.startswith("set: run 1 of 2 broke a rule") for v in json.loads(rows[1]["mlperf_violations"]))

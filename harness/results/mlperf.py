@@ -93,7 +93,6 @@ class RunFacts:
     world_size: int
     run_steps: int  # steps from step 1, warm-up included
     repeats: int  # runs of this configuration in the sweep
-    repeat: int
     au_rules: float | None  # the rules' AU (fraction), None where the run measured none
     au_threshold: float
     compute_source: str  # where the slept time came from (harness.contract.accelerators.resolve)

@@ -141,7 +141,7 @@ def verdict(spec: RunSpec, status: Status, run_reads: mlperf.Reads | None, measu
     earlier = ledger.runs.setdefault(config, [])
     facts = mlperf.RunFacts(reads=run_reads, batch_per_worker=spec.batch_per_worker, world_size=spec.world_size,
                             run_steps=spec.warmup_steps + spec.measured_steps, repeats=ledger.repeats,
-                            repeat=spec.repeat, au_rules=measures.get("au_rules"),
+                            au_rules=measures.get("au_rules"),
                             au_threshold=float(spec.emulation.get("au_threshold", 0.9)),
                             compute_source=str(spec.emulation.get("source", "")),
                             seeds_distinct=spec.seed not in {seed for seed, _, _ in earlier},
