@@ -163,8 +163,10 @@ def test_an_unreadable_table_stops_a_sweep_before_its_first_run_and_rebuild_rest
 
 
 def test_rebuild_without_row_copies_is_a_one_line_error(tmp_path):
+    from harness.results.rebuild import rebuild
+
     with pytest.raises(UserError, match="no runs/\\*/\\*/row.json to rebuild"):
-        results.rebuild(tmp_path)
+        rebuild(tmp_path)
 
 
 # ------------------------------------------------------------------ reports follow the rows

@@ -8,6 +8,7 @@ Bounds come from field metadata: ``field(metadata={"min": 1})``.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 import typing
 from enum import Enum
@@ -129,6 +130,9 @@ def convert(value: Any, tp: Any, where: Where, key: str, meta: Mapping[str, Any]
         if credential:  # the value itself is not repeated: the message reaches logs and terminals
             raise where.error(key, f"holds {credential}; configuration never carries credentials, set them "
                                    f"in the environment (the backend's library reads them from there)")
+        pattern = meta.get("pattern")  # (regular expression, what it says to a user)
+        if pattern is not None and not re.fullmatch(pattern[0], value, re.DOTALL):
+            raise where.error(key, f"must be {pattern[1]}, got {shown(value)}")
         choices = meta.get("choices")
         if choices is not None and value not in choices:
             raise where.error(key, f"must be one of {', '.join(choices)}; got {shown(value)}")

@@ -9,6 +9,20 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_RESULTS = Path("results")
+CHART_SUFFIXES = (".png", ".svg", ".pdf")  # what matplotlib writes that a person opens
+
+
+def chart_file(path: Path | None, what: str = "--chart") -> Path | None:
+    """A chart path given on the command line, checked before anything runs or prints: a PNG, SVG or PDF
+    name in a folder that can be written (None: the verb's default inside the results folder)."""
+    from harness.base.errors import UserError
+    from harness.results import integrity
+
+    if path is None:
+        return None
+    if path.suffix.lower() not in CHART_SUFFIXES:
+        raise UserError(f"{what}: {path}: charts are written as {', '.join(CHART_SUFFIXES)}; name it so")
+    return integrity.writable_file(path, what)
 
 
 def wide_console():

@@ -54,8 +54,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose mistakes are one line (the usage is a --help away), exit 2 like every bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rosetta", description="Distributed training benchmarks across "
+    parser = OneLineParser(prog="rosetta", description="Distributed training benchmarks across "
                                      "frameworks, strategies and storage.")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (sweep, results, dashboard, export, perf, data):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.console import DEFAULT_RESULTS, print_items
+from harness.cli.console import DEFAULT_RESULTS, chart_file, print_items
 
 
 def _csv(kind):
@@ -51,6 +51,8 @@ def cmd_comm(args: argparse.Namespace) -> None:
     from harness.comm.runner import run_comm
     from harness.comm.settings import load_settings
 
+    chart = chart_file(args.chart)  # before the benchmark runs
+
     console = Console()
     if not args.report:
         settings = load_settings(args.file, backends=args.backends, collectives=args.collectives,
@@ -69,7 +71,7 @@ def cmd_comm(args: argparse.Namespace) -> None:
         raise UserError(f"{args.results}: no comm results yet; run `rosetta comm` first")
     comm_report.print_tables(table, console)
     sweep = table["sweep_id"].iloc[0]
-    chart = comm_report.plot(table, args.chart or args.results / f"comm-{sweep}.png")
+    chart = comm_report.plot(table, chart or args.results / f"comm-{sweep}.png")
     console.print(f"chart: {chart}")
     console.print(f"table: {args.results / comm_results.PARQUET} (and {comm_results.CSV})")
 
@@ -119,4 +121,4 @@ def cmd_project(args: argparse.Namespace) -> None:
         baseline=args.baseline, step_time_s=args.step_time_s, batch=args.batch, parameters=args.parameters,
         workers=tuple(args.workers or projection.DEFAULT_WORKERS), tau=args.tau, servers=args.servers,
         overlap=args.overlap, presets=args.presets or projection.PRESETS_FILE, published=not args.no_published,
-        chart=args.chart)))
+        chart=chart_file(args.chart))))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.base.errors import UserError
 from harness.cli.console import (
     DEFAULT_RESULTS,
     add_allow_failures,
+    chart_file,
     print_dry_run,
     print_items,
     report_sweep,
@@ -107,7 +109,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    report_sweep(args.results, args.sweep, args.chart)
+    report_sweep(args.results, args.sweep, chart_file(args.chart))
     if getattr(args, "notebook", False):
         from harness.reports import notebook as notebook_report
 
@@ -122,14 +124,22 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
     scrubbed = scrub_unfinished(args.results)  # runs a killed harness left: their logs as the workers wrote them
     if scrubbed:
         print(f"rosetta: masked credentials in {len(scrubbed)} files of runs that never finished")
-    count, moved = results.rebuild(args.results)
-    kept = f"; the old table is kept as {moved}" if moved else ""
-    print(f"rosetta: rebuilt {args.results / results.PARQUET} (and {results.CSV}) from {count} row.json files{kept}")
+    from harness.results.rebuild import rebuild
+
+    done = rebuild(args.results)
+    for line in done.skipped:
+        print(f"rosetta: warning: skipped a damaged row: {line}", file=sys.stderr)
+    kept = f"; the old table is kept as {done.kept}" if done.kept else ""
+    print(f"rosetta: rebuilt {args.results / results.PARQUET} (and {results.CSV}) from {done.rows} row.json "
+          f"files{kept}")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.results import compare
+    from harness.results import compare, integrity
 
+    for flag in ("junit", "markdown", "json"):  # before the table is printed: a bad path is input, not a verdict
+        if getattr(args, flag) is not None:
+            integrity.writable_file(getattr(args, flag), f"--{flag}")
     baseline, current = compare_sides(args)
     options = {k: v for k, v in (("alpha", args.alpha), ("floor", args.floor)) if v is not None}
     cells = compare.compare_tables(baseline, current, **options)
@@ -173,7 +183,12 @@ def compare_sides(args: argparse.Namespace):
 def cmd_history(args: argparse.Namespace) -> int:
     """Exit 1 when some series' newest sweep is a suspected or confirmed regression, else 0."""
     from harness.reports import changepoints, ci_reports, history, history_chart, verdict_table
+    from harness.results import integrity
 
+    chart_file(args.chart)  # and the reports' paths, before anything is printed
+    for flag in ("junit", "markdown", "json"):
+        if getattr(args, flag) is not None:
+            integrity.writable_file(getattr(args, flag), f"--{flag}")
     settings = changepoints.Settings(alpha=args.alpha, floor=args.floor)
     if args.last is not None and args.last < 3:
         raise UserError(f"--last: at least 3 sweeps are needed to judge one, got {args.last}")

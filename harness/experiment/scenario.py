@@ -246,7 +246,20 @@ def _launcher_options(value: Any, where: Where) -> dict[str, Any]:
         config.convert(name, str, where, name, {"choices": launchers.names()})
         result[name] = config.build(launchers.module(name).Options, config.expect_table(settings, where, name),
                                     where.sub(name))
+        _check_one_line(result[name], where.sub(name))
     return result
+
+
+def _check_one_line(options: Any, where: Where) -> None:
+    """A launcher's options become lines of batch scripts, manifests and remote command lines: a newline or
+    another control character in one (which would start a line of its own, or end SLURM's reading of the
+    #SBATCH lines) is refused, naming the key."""
+    for fld in dataclasses.fields(options):
+        value = getattr(options, fld.name)
+        for text in value if isinstance(value, tuple) else (value,):
+            if isinstance(text, str) and not text.isprintable():
+                raise where.error(fld.name, f"holds a newline or another control character ({config.shown(text)}); "
+                                            f"a launcher's option must be one line of printable text")
 
 
 def _complete_include(combo: dict[str, Any], matrix: Matrix, where: Where) -> dict[str, Any]:
@@ -302,9 +315,12 @@ def _matches(combo: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
 
 
 def _check_sizes(scenario: Scenario) -> None:
-    """Every configuration's workload has the size it asks for."""
+    """Some configuration is left to run, and every configuration's workload has the size it asks for."""
     where = Where(scenario.path, "matrix")
-    for combo in combinations(scenario):
+    combos = combinations(scenario)
+    if not combos:
+        raise Where(scenario.path).error("exclude", "removes every configuration of the matrix: nothing would run")
+    for combo in combos:
         info = WORKLOADS[combo["workload"]]
         if combo["size"] not in info.presets:
             raise where.error("size", f"{info.name.value} has no size {combo['size'].value!r}; allowed: "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -147,9 +148,11 @@ def remote_argv(prefix: Argv, cwd: Path, env: Mapping[str, str], argv: Argv) -> 
     """``argv`` run on another host through ``prefix`` (ssh, ip netns exec), in ``cwd`` with ``env``.
 
     The environment and folder are given explicitly (``env -C``) because a remote shell
-    does not carry the harness's.
+    does not carry the harness's. ssh hands its arguments, joined by spaces, to the remote user's shell:
+    there the command is one shell-quoted line, so that no value is split or read as shell syntax.
     """
-    return (*prefix, "env", "-C", str(cwd), *(f"{k}={v}" for k, v in env.items()), *argv)
+    remote = ("env", "-C", str(cwd), *(f"{k}={v}" for k, v in env.items()), *argv)
+    return (*prefix, shlex.join(remote)) if prefix[:1] == ("ssh",) else (*prefix, *remote)
 
 
 def framework_image(request_or_spec: LaunchRequest | RunSpec, chosen: str = "") -> str:

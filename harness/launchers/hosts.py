@@ -8,6 +8,7 @@ from enum import Enum
 from pathlib import Path
 
 from harness.base import network
+from harness.base.errors import UserError
 from harness.contract.spec import RunSpec
 
 NETNS_DIR = Path("/run/netns")  # where ip netns keeps the named namespaces
@@ -31,7 +32,11 @@ def node_cpus(remote: RemoteShell, spec: RunSpec, cpu_count: int) -> int | None:
 
 
 def addresses(hosts: tuple[str, ...], given: tuple[str, ...]) -> tuple[str, ...]:
-    """Each host's address for rendezvous: as given, else the host name itself."""
+    """Each host's address for rendezvous: as given (one per host, else a one-line error: a dry run writes
+    the files of a run that :func:`check` skips), else the host name itself."""
+    if given and len(given) != len(hosts):
+        raise UserError(f"launcher_options: addresses names {len(given)} addresses for {len(hosts)} hosts; "
+                        f"name one address per host")
     return given or hosts
 
 

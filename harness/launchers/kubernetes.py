@@ -74,7 +74,8 @@ class Options:
     gpus_per_node: int = field(default=0, metadata={"min": 0, "max": 64})
     cpu: str = ""  # e.g. "8": requests and limits per pod
     memory: str = ""  # e.g. "64Gi"
-    node_selector: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # "key=value"
+    node_selector: tuple[str, ...] = field(default=(), metadata={"allow_empty": True,  # "key=value"
+                                                                 "pattern": (r"[^=]+=.*", "key=value")})
     results_claim: str = "rosetta-results"
     master_port: int = field(default=23456, metadata={"min": 1, "max": 65535})
     kind: JobKind = JobKind.AUTO

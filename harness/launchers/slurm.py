@@ -11,6 +11,7 @@ own (``FrameworkInfo.image``, built from ``docker/``; apptainer pulls it as ``do
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -53,6 +54,18 @@ class Options:
     extra_sbatch: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # e.g. ["--exclusive"]
 
 
+_PLAIN = re.compile(r"[\w@%+=:,./-]+")
+
+
+def sbatch_quoted(value: str) -> str:
+    """``value`` as one argument of an ``#SBATCH`` line, as sbatch reads them (src/sbatch/opt.c, _get_argument:
+    quotes group, a backslash escapes the next character even inside quotes, '#' outside quotes starts a
+    comment): plain text as it is, anything else in double quotes with backslash and quote escaped."""
+    if _PLAIN.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def job_name(request: LaunchRequest) -> str:
     """Unique per run, so that ``scancel --name`` stops this run's job and no other."""
     return "rosetta-" + "-".join(request.run_dir.parts[-2:])
@@ -63,12 +76,15 @@ def script(request: LaunchRequest) -> str:
     spec, opts = request.spec, options(request)
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name(request)}", f"#SBATCH --nodes={spec.nodes}",
              f"#SBATCH --ntasks-per-node={spec.procs_per_node}", f"#SBATCH --time={opts.time_limit_min}",
-             f"#SBATCH --output={request.run_dir / 'slurm-%j.out'}", f"#SBATCH --chdir={request.repo_root}"]
+             # quoted as sbatch reads #SBATCH lines (quotes group, '#' outside them starts a comment): a
+             # results path with a space or '#' stays one argument
+             f"#SBATCH --output={sbatch_quoted(str(request.run_dir / 'slurm-%j.out'))}",
+             f"#SBATCH --chdir={sbatch_quoted(str(request.repo_root))}"]
     for flag, value in (("partition", opts.partition), ("account", opts.account),
                         ("gpus-per-node", opts.gpus_per_node), ("cpus-per-task", opts.cpus_per_task)):
         if value:
-            lines.append(f"#SBATCH --{flag}={value}")
-    lines += [f"#SBATCH {extra}" for extra in opts.extra_sbatch]
+            lines.append(f"#SBATCH --{flag}={sbatch_quoted(str(value))}")
+    lines += [f"#SBATCH {sbatch_quoted(extra)}" for extra in opts.extra_sbatch]  # each one option
     lines += ["set -euo pipefail", *sbatch_wait.exit_status_lines(request.run_dir),  # what sbatch_wait watches
               'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
               f"export MASTER_PORT={opts.master_port}",

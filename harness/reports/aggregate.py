@@ -38,7 +38,9 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=CONFIG_KEYS)
     table = latest_attempts(table)
     table["device"] = table["device"].fillna(table["device_requested"])
-    out = [_configuration(keys, group) for keys, group in table.groupby(CONFIG_KEYS, dropna=False, sort=True)]
+    # config_id too: two configurations the keys do not tell apart (a seed, options) are never one line
+    grouped = table.groupby([*CONFIG_KEYS, "config_id"], dropna=False, sort=True)
+    out = [_configuration(keys, group) for keys, group in grouped]
     summary = pd.DataFrame(out)
     _scaling_efficiency(summary)
     return summary
@@ -53,7 +55,7 @@ def _configuration(keys: tuple, group: pd.DataFrame) -> dict:
     not_ok = group[group["status"] != Status.OK.value]
     reached = ok[ok["steps_to_target"].notna()]
     return {
-        **dict(zip(CONFIG_KEYS, keys)),
+        **dict(zip([*CONFIG_KEYS, "config_id"], keys)),
         "runs": len(group),
         "ok": len(ok),
         "throughput_median": float(pd.Series(tps).median()) if tps else math.nan,

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from harness.reports.aggregate import NUMERICS, compares_strategies
+from harness.reports.aggregate import CONFIG_KEYS, NUMERICS, compares_strategies
 from harness.results import metrics
 
 
@@ -31,6 +31,9 @@ def summary_items(summary: pd.DataFrame) -> list:
     rendered = {name: [fn(r) for _, r in summary.iterrows()] for name, fn in cells.items()}
     foldable = ("framework", "batch/worker", "strategy", "storage", *NUMERICS, "device")
     constant = [n for n in foldable if len(summary) > 1 and len(set(rendered[n])) == 1]
+    # the config id, only where lines differ in nothing else shown (a seed, an option)
+    hidden = [] if "config_id" in summary and summary.duplicated([k for k in CONFIG_KEYS if k in summary]).any() \
+        else ["config"]
     title = ("samples/s: median over repeats of global samples / slowest rank's measured time\n"
              + metrics.INTERVAL_HOW)
     used = sorted(set(summary["efficiency_baseline"].dropna())) if "efficiency_baseline" in summary else []
@@ -39,7 +42,7 @@ def summary_items(summary: pd.DataFrame) -> list:
     if constant:
         title += "\n" + ", ".join(f"{n} = {rendered[n][0]}" for n in constant)
     table = Table(title=title)
-    columns = [n for n in cells if n not in constant]
+    columns = [n for n in cells if n not in constant and n not in hidden]
     for name in columns:
         table.add_column(name, justify="left" if name in ("framework", "workload", "strategy", "storage",
                                                           "device", "unit", "weights") else "right")
@@ -64,6 +67,7 @@ def _cells(summary: pd.DataFrame) -> dict:
     """The summary's columns: each a function from a summary row to its cell's text (rich markup)."""
     cells = {
         "framework": lambda r: r["framework"],
+        "config": lambda r: str(r.get("config_id"))[:8],
         "workload": lambda r: f"{r['workload']}/{r['size']}",
         "world": lambda r: f"{r['nodes']}x{r['procs_per_node']}",
         "batch/worker": lambda r: str(r["batch_per_worker"]),

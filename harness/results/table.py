@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from harness.base.errors import UserError
+from harness.results import integrity
 
 SCHEMA_VERSION = 4  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
 # added within 2 (older rows read back with them empty): stage_layers, stage_flops_shares, stage_time_shares,
@@ -236,6 +237,8 @@ def read_file(fmt: TableFormat, path: Path) -> pd.DataFrame:
     """A table's Parquet file, migrated on read to the format's columns: every column added since it was
     written comes back empty (no column was ever renamed, dropped or retyped: tests/test_old_tables.py
     builds a table of each past schema)."""
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder, not a {fmt.label} table")
     try:
         frame = pd.read_parquet(path)
     except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
@@ -246,9 +249,10 @@ def read_file(fmt: TableFormat, path: Path) -> pd.DataFrame:
     versions = set(frame["schema_version"].dropna().unique())
     readable = set(fmt.readable) | {fmt.version}
     if versions - readable:
-        raise UserError(f"{path}: {fmt.label} schema versions {sorted(versions)}; this harness reads "
+        raise UserError(f"{path}: {fmt.label} schema versions {sorted(versions, key=str)}; this harness reads "
                         f"{', '.join(map(str, sorted(readable)))}")
-    return frame_of(fmt, frame)  # columns added since it was written come back empty
+    # columns added since it was written come back empty; others, wrong types and ids that are no names refused
+    return integrity.conformed(frame, fmt.columns, fmt.label, str(path))
 
 
 def is_busy(row: Mapping[str, Any]) -> bool:
@@ -277,9 +281,8 @@ def append_table(fmt: TableFormat, results_dir: Path, rows: Iterable[dict[str, A
     Holds the folder's lock, so that two harnesses sharing a results folder never
     lose each other's rows.
     """
-    results_dir = Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(results_dir):
+    results_dir = integrity.writable_folder(Path(results_dir))
+    with locked(results_dir):
         _remove_stale_temporaries(results_dir, fmt)
         table = pd.concat([load_table(fmt, results_dir), frame_of(fmt, rows)], ignore_index=True)
         atomic_write(results_dir / fmt.parquet, lambda p: table.to_parquet(p, index=False))
@@ -303,7 +306,7 @@ def append(results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 @contextmanager
-def _locked(results_dir: Path):
+def locked(results_dir: Path):
     fd = os.open(results_dir / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -317,34 +320,6 @@ def _remove_stale_temporaries(results_dir: Path, fmt: TableFormat) -> None:
     for name in (fmt.parquet, fmt.csv):
         for tmp in results_dir.glob(f".{name}.*.tmp"):
             tmp.unlink(missing_ok=True)
-
-
-def rebuild(results_dir: Path) -> tuple[int, Path | None]:
-    """Make the results table again from the row.json copies of every run (for a table that was lost or
-    damaged); a table in the way is kept beside it as ``results.parquet.broken-<n>``.
-
-    Returns the number of rows and where the old table was moved (None if there was none).
-    """
-    results_dir = Path(results_dir)
-    paths = sorted(results_dir.glob(ROW_JSON_GLOB))
-    if not paths:
-        raise UserError(f"{results_dir}: no {ROW_JSON_GLOB} to rebuild the table from")
-    rows = []
-    for path in paths:
-        try:
-            rows.append(json.loads(path.read_text()))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{path}: not a readable row ({_first_line(exc)})") from None
-    frame = frame_of(RESULTS, rows).sort_values("timestamp", kind="stable", ignore_index=True)
-    with _locked(results_dir):
-        moved = None
-        if (results_dir / PARQUET).exists():
-            taken = len(list(results_dir.glob(f"{PARQUET}.broken-*")))
-            moved = results_dir / f"{PARQUET}.broken-{taken}"
-            os.replace(results_dir / PARQUET, moved)
-        atomic_write(results_dir / PARQUET, lambda p: frame.to_parquet(p, index=False))
-        atomic_write(results_dir / CSV, lambda p: frame.to_csv(p, index=False))
-    return len(frame), moved
 
 
 def write_row_json(path: Path, row: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from harness.experiment import strategies
 from harness.experiment.matrix import expand
 from harness.experiment.scenario import Scenario
 from harness.launchers import LaunchRequest
-from harness.results import provenance, redact, table as results, utilization
+from harness.results import integrity, provenance, redact, table as results, utilization
 from harness.running import collect, execute, storage_rules
 from harness.storage import backends
 
@@ -58,11 +58,15 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
     if resume:
         scrub_unfinished(results_dir)  # what a killed harness left in clear
         sweep_id, done = resumable_sweep(results_dir, scenario.name)
+        check_same_plan(results_dir, sweep_id, specs)
         specs = [s for s in specs if (s.config_id(), s.repeat) not in done]
     else:
         sweep_id = new_sweep_id()
         results.load(results_dir)  # an unreadable table is refused now, not after the first run spent its time
-    sweep_dir = results_dir / "runs" / sweep_id
+    integrity.writable_folder(results_dir)  # and a folder no row could be written to
+    sweep_dir = results_dir / "runs" / integrity.checked_id(sweep_id, f"{results_dir}: sweep_id")
+    if not resume:
+        write_plan(sweep_dir, scenario.name, specs)
     rows = []
     ledger = storage_rules.Ledger(repeats=scenario.settings.repeats)  # what the page-cache flag and the rules follow
     for index, spec in enumerate(specs):
@@ -88,6 +92,36 @@ def resumable_sweep(results_dir: Path, scenario_name: str) -> tuple[str, set[tup
     sweep_id = mine.sort_values("timestamp")["sweep_id"].iloc[-1]
     sweep = mine[(mine["sweep_id"] == sweep_id) & mine["status"].isin(COMPLETED)]
     return sweep_id, set(zip(sweep["config_id"], sweep["repeat"].astype(int)))
+
+
+PLAN = "plan.json"  # runs/<sweep>/plan.json: the configurations a sweep was started with
+PLAN_FORMAT = 1
+
+
+def write_plan(sweep_dir: Path, scenario_name: str, specs: list[RunSpec]) -> None:
+    """Record the configurations a sweep runs, so that ``--resume`` can tell an edited scenario."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    plan = {"format": PLAN_FORMAT, "scenario": scenario_name,
+            "config_ids": sorted({s.config_id() for s in specs}), "repeats": max(s.repeat for s in specs) + 1}
+    results.atomic_write(sweep_dir / PLAN, lambda p: Path(p).write_text(json.dumps(plan, indent=2)))
+
+
+def check_same_plan(results_dir: Path, sweep_id: str, specs: list[RunSpec]) -> None:
+    """Refuse (one line) to resume ``sweep_id`` with configurations other than those it was started with (a
+    scenario edited since: a seed, an axis, an option), which would put two plans under one sweep id. A
+    sweep from before plan records: its rows' configurations must all be the scenario's."""
+    planned = {s.config_id() for s in specs}
+    path = results_dir / "runs" / sweep_id / PLAN
+    try:
+        recorded = set(json.loads(path.read_text())["config_ids"])
+    except (OSError, ValueError, KeyError, TypeError):
+        table = results.load(results_dir)
+        recorded = set(table.loc[table["sweep_id"] == sweep_id, "config_id"].dropna()) | planned
+    if recorded != planned:
+        changed = len(recorded ^ planned)
+        raise UserError(f"--resume: the scenario's configurations differ from those sweep {sweep_id} was started "
+                        f"with ({changed} differ: the scenario was edited); run without --resume to start a "
+                        f"new sweep")
 
 
 def scrub_unfinished(results_dir: Path) -> list[Path]:
@@ -212,7 +246,8 @@ def dry_run(scenario: Scenario, out_dir: Path,
 
     Returns each run with its folder and, for a run that would be skipped here, why.
     """
-    sweep_dir = Path(out_dir).absolute() / "dry-run" / new_sweep_id()  # the commands work from anywhere
+    # absolute: the commands work from anywhere
+    sweep_dir = integrity.writable_folder(Path(out_dir).absolute()) / "dry-run" / new_sweep_id()
     planned = []
     for index, spec in enumerate(expand(scenario)):
         run_dir = sweep_dir / f"{index:04d}"

@@ -1,0 +1,97 @@
+"""What a table read back must be before anything uses it, and where the harness may write.
+
+A table is data from outside (edited, damaged, written by another version): its identifiers become file
+names (``runs/<sweep_id>/``, ``report-<sweep_id>.png``), so each is checked to be one name, never a path;
+its columns must be the schema's, each of its type. Any failure is one line naming the file, the column and
+the row. The results folder is the one place the harness writes, so that it is checked to be a writable
+folder before a sweep spends time on its first run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from harness.base.errors import UserError
+
+# One file name: a letter or digit first (never "." or ".."), then letters, digits, '.', '_', '+', '-'.
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}"
+IDENTIFIER = re.compile(_NAME)
+RUN_ID = re.compile(rf"{_NAME}/{_NAME}")  # <sweep_id>/<run folder>
+ID_COLUMNS = {"sweep_id": IDENTIFIER, "run_id": RUN_ID, "config_id": IDENTIFIER}
+NAME_RULE = "letters, digits, '.', '_', '+', '-', a letter or digit first, at most 128"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def checked_id(value: str, what: str) -> str:
+    """``value`` when it is one file name (see IDENTIFIER), else a one-line :class:`UserError` naming ``what``."""
+    if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
+        raise UserError(f"{what}: {_shown(value)} is not an identifier ({NAME_RULE}); ids become file names")
+    return value
+
+
+def check_identifiers(frame: pd.DataFrame, where: str) -> None:
+    """Every sweep_id, run_id and config_id of ``frame`` is one name (run_id: sweep/run); empty ones pass."""
+    for column, pattern in ID_COLUMNS.items():
+        if column not in frame.columns:
+            continue
+        values = frame[column].dropna()
+        bad = [(i, v) for i, v in values.items() if not isinstance(v, str) or not pattern.fullmatch(v)]
+        if bad:
+            row, value = bad[0]
+            raise UserError(f"{where}: row {row}: {column} {_shown(value)} is not an identifier ({NAME_RULE}); "
+                            f"the table was edited or damaged")
+
+
+def conformed(frame: pd.DataFrame, columns: Mapping[str, str], label: str, where: str) -> pd.DataFrame:
+    """``frame`` with exactly ``columns`` (name -> pandas dtype), missing ones empty; a column not in them or
+    a value of the wrong type is a one-line :class:`UserError` naming it."""
+    unknown = sorted(set(map(str, frame.columns)) - set(columns))
+    if unknown:
+        raise UserError(f"{where}: columns not in the {label} schema: {', '.join(unknown)} (written by another "
+                        f"harness, or edited)")
+    frame = frame.reindex(columns=list(columns))
+    for column, dtype in columns.items():
+        try:
+            frame[column] = frame[column].astype(dtype)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise UserError(f"{where}: column {column}: values of the wrong type for {dtype} "
+                            f"({str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__})") from None
+    check_identifiers(frame, where)
+    return frame
+
+
+def writable_folder(folder: Path, what: str = "the results folder") -> Path:
+    """``folder``, made if missing, where a file can be written; else a one-line :class:`UserError`."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder}: {what} is a file")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".rosetta-write-check.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"{folder}: {what} is not writable ({exc.strerror or type(exc).__name__})") from None
+    return folder
+
+
+def writable_file(path: Path, what: str) -> Path:
+    """``path`` as a file to write (its folder made if missing); a folder there, or a file where its folder
+    should be, is a one-line :class:`UserError` naming ``what``. Checked before anything is printed."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{what}: {path} is a folder, not a file")
+    writable_folder(path.parent, f"the folder of {what}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"{what}: {path} is not writable")
+    return path
