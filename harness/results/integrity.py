@@ -22,7 +22,7 @@ from harness.base.errors import UserError
 # One file name: a letter or digit first (never "." or ".."), then letters, digits, '.', '_', '+', '-'.
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}"
 IDENTIFIER = re.compile(_NAME)
-RUN_ID = re.compile(rf"{_NAME}/{_NAME}")  # <sweep_id>/<run folder>
+RUN_ID = re.compile(rf"{_NAME}(?:/{_NAME})*")  # <sweep_id>/<run folder> (older tables: more parts)
 ID_COLUMNS = {"sweep_id": IDENTIFIER, "run_id": RUN_ID, "config_id": IDENTIFIER}
 NAME_RULE = "letters, digits, '.', '_', '+', '-', a letter or digit first, at most 128"
 
@@ -40,7 +40,7 @@ def checked_id(value: str, what: str) -> str:
 
 
 def check_identifiers(frame: pd.DataFrame, where: str) -> None:
-    """Every sweep_id, run_id and config_id of ``frame`` is one name (run_id: sweep/run); empty ones pass."""
+    """Every sweep_id and config_id of ``frame`` is one name, run_id names joined by "/"; empty ones pass."""
     for column, pattern in ID_COLUMNS.items():
         if column not in frame.columns:
             continue
