@@ -54,13 +54,21 @@ def shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
+MAX_FILE_BYTES = 16 * 1024 * 1024  # a configuration file (scenario, settings): beyond it, not written by a person
+
+
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; a missing or malformed file is a :class:`UserError`.
+    """Parse a TOML file; a missing, malformed or oversized (MAX_FILE_BYTES) file is a :class:`UserError`.
 
     A UTF-8 byte-order mark at the start (which Windows editors write) is accepted.
     """
     try:
-        return tomllib.loads(Path(path).read_bytes().decode("utf-8-sig"))
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise UserError(f"{path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; a configuration file is "
+                            f"at most that")
+        return tomllib.loads(data.decode("utf-8-sig"))
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except IsADirectoryError:

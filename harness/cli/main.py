@@ -19,7 +19,10 @@ def _stop_like_ctrl_c(signum, _frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a mistake (2, one line) or --help (0): the exit status, returned like a verb's
+        return exc.code if isinstance(exc.code, int) else 2
     own_tools_first()  # the environment's own mpirun, torchrun, horovodrun, for us and every child
     # A batch system's stop (SIGTERM at a job's time limit, SIGHUP when a session ends) is handled
     # as Ctrl-C: the current run is recorded as interrupted and its processes are stopped. SIGINT too,

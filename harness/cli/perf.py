@@ -18,7 +18,10 @@ def _bytes(text: str) -> int:
     text = text.strip().upper().removesuffix("B").removesuffix("I")
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
     try:
-        return int(float(text[:-1] if scale > 1 else text) * scale)
+        value = float(text[:-1] if scale > 1 else text) * scale
+        if not 0 < value < 1 << 50:  # NaN and infinity fail too (no message a petabyte long)
+            raise ValueError(text)
+        return int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4, 64K, 16M, 1G)") from None
 

@@ -210,6 +210,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """Exit 0, or 1 when a run it ran failed, timed out or diverged (unless --allow-failures)."""
     from harness.reports import reference
 
+    for flag, value, least in (("--batch", args.batch, 1), ("--gpus", args.gpus, 0), ("--repeats", args.repeats, 1),
+                               ("--measured-steps", args.measured_steps, 1)):
+        if value is not None and value < least:  # never ignored, never "-5 reachable"
+            raise UserError(f"{flag}: must be >= {least}, got {value}")
     if args.list or not args.name:
         from harness.reports.published import references_table
 

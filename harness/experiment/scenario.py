@@ -45,6 +45,7 @@ from harness.experiment import strategies
 from harness.storage import backends as storage
 
 SCENARIO_FORMAT = 1
+MAX_RULES = 100_000  # entries of [[include]] or of [[exclude]]: beyond it, a generated mistake
 MAX_RUNS = 10_000  # runs a scenario may expand to (axes' product x repeats): beyond it, a mistake, not a plan
 MAX_PROCS_PER_NODE = 256  # ranks on one node: the most cores or GPUs a node has
 # Bounds of workload options by type (counts and sizes; rates and targets), tighter ones by name.
@@ -118,7 +119,7 @@ def parse(doc: Mapping[str, Any], file: str, default_name: str = "scenario") -> 
     where = Where(file)
     config.check_keys(doc, TOP_LEVEL_KEYS, where)
     fmt = doc.get("format", SCENARIO_FORMAT)
-    if fmt != SCENARIO_FORMAT:
+    if isinstance(fmt, bool) or fmt != SCENARIO_FORMAT:  # true == 1 in Python, not in TOML
         raise where.error("format", f"this harness reads scenario format {SCENARIO_FORMAT}, got {fmt!r}")
     name = config.convert(doc.get("name", default_name), str, where, "name")
     description = config.convert(doc.get("description", ""), str, where, "description")
@@ -202,9 +203,16 @@ def _emulation(doc: Mapping[str, Any], settings: RunSettings, where: Where) -> E
 
 
 def _rules(value: Any, where: Where, key: str) -> tuple[dict[str, Any], ...]:
-    """``[[include]]`` / ``[[exclude]]`` entries: axis = value, each value checked as its axis."""
+    """``[[include]]`` / ``[[exclude]]`` entries: axis = value, each value checked as its axis (at most
+    MAX_RULES of them; each axis's type and bounds looked up once, not per entry)."""
     if not isinstance(value, list):
         raise where.error(key, f"must be an array of tables ([[{key}]]), got {config.type_name(value)}")
+    if len(value) > MAX_RULES:
+        raise where.error(key, f"{len(value):,} entries; at most {MAX_RULES:,} are allowed")
+    fields = {f.name: f for f in dataclasses.fields(Matrix)}
+    choices = _registry_choices()
+    axes = {axis: (config.field_type(Matrix, axis).__args__[0], {**fields[axis].metadata, **choices.get(axis, {})})
+            for axis in AXES}
     rules = []
     for i, entry in enumerate(value):
         entry_where = Where(where.file, f"{key}][{i}")
@@ -214,9 +222,7 @@ def _rules(value: Any, where: Where, key: str) -> tuple[dict[str, Any], ...]:
         config.check_keys(entry, AXES, entry_where)
         rule = {}
         for axis, raw in entry.items():
-            item_tp = config.field_type(Matrix, axis).__args__[0]
-            meta = dict(next(f for f in dataclasses.fields(Matrix) if f.name == axis).metadata)
-            meta.update(_registry_choices().get(axis, {}))
+            item_tp, meta = axes[axis]
             rule[axis] = config.convert(raw, item_tp, entry_where, axis, meta)
             if axis == "network":
                 _check_networks((rule[axis],), entry_where)
@@ -303,15 +309,24 @@ def combinations(scenario: Scenario) -> list[dict[str, Any]]:
     """The distinct configurations (axis -> value), in matrix order, includes last."""
     axes = [getattr(scenario.matrix, axis) for axis in AXES]
     combos = [dict(zip(AXES, values)) for values in itertools.product(*axes)]
-    combos = [c for c in combos if not any(_matches(c, rule) for rule in scenario.exclude)]
+    excluded = _index(scenario.exclude)
+    combos = [c for c in combos if not any(tuple(c[a] for a in keys) in values for keys, values in excluded.items())]
+    seen = {tuple(c[a] for a in AXES) for c in combos}
     for extra in scenario.include:
-        if extra not in combos:
+        if (key := tuple(extra[a] for a in AXES)) not in seen:
+            seen.add(key)
             combos.append(dict(extra))
     return combos
 
 
-def _matches(combo: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
-    return all(combo[axis] == value for axis, value in rule.items())
+def _index(rules: tuple[Mapping[str, Any], ...]) -> dict[tuple[str, ...], set[tuple]]:
+    """Rules by the axes they name: each combination is then checked once per set of axes, not once per
+    rule (100,000 excludes of one shape cost one set lookup per configuration)."""
+    index: dict[tuple[str, ...], set[tuple]] = {}
+    for rule in rules:
+        keys = tuple(sorted(rule))
+        index.setdefault(keys, set()).add(tuple(rule[a] for a in keys))
+    return index
 
 
 def _check_sizes(scenario: Scenario) -> None:

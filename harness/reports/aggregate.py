@@ -157,7 +157,7 @@ def select_sweep(results_dir: Path, sweep: str | None) -> tuple[pd.DataFrame, st
 
     table = results.load(Path(results_dir))
     if table.empty:
-        raise UserError(f"{results_dir}: no results yet; run `rosetta run` first")
+        raise UserError(results.nothing_yet(Path(results_dir)))
     sweep = sweep or latest_sweep(table)
     if sweep != "all":
         if sweep not in set(table["sweep_id"]):

@@ -25,7 +25,7 @@ def plan_table(scenario: Scenario):
     shown = [k for k in (dims[0] if dims else {}) if k not in PLAN_HIDDEN]
     varying = [k for k in shown if len({str(d[k]) for d in dims}) > 1]
     constant = ", ".join(f"{k} = {dims[0][k]}" for k in shown if k not in varying)
-    table = Table(title=f"{scenario.name}: {len(specs)} runs ({scenario.settings.repeats} repeats, "
+    table = Table(title=f"{escape(scenario.name)}: {len(specs)} runs ({scenario.settings.repeats} repeats, "
                         f"{scenario.settings.warmup_steps} warm-up + {scenario.settings.measured_steps} "
                         f"measured steps each)\n{constant}")
     for col in ("#", *varying, "repeat", "will run"):
@@ -42,12 +42,12 @@ def dry_run_table(scenario: Scenario, planned: list[tuple[RunSpec, Path, str | N
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{scenario.name}: {len(planned)} runs written, none launched")
+    table = Table(title=f"{escape(scenario.name)}: {len(planned)} runs written, none launched")
     for col in ("#", "framework", "workload", "world", "batch", "precision", "launcher", "folder", "here"):
         table.add_column(col)
     for i, (spec, run_dir, reason) in enumerate(planned):
         table.add_row(str(i), spec.framework, f"{spec.workload.value}/{spec.size.value}",
                       f"{spec.nodes}x{spec.procs_per_node}", str(spec.batch_per_worker), spec.precision.value,
-                      spec.launcher, str(run_dir),
+                      spec.launcher, escape(str(run_dir)),
                       "would run" if reason is None else escape(f"would skip: {reason}"))
     return table

@@ -190,7 +190,7 @@ def load_source(source: str | Path, sweep: str | None = None) -> pd.DataFrame:
     else:
         raise UserError(f"{source}: not a results folder or a .parquet file")
     if table.empty:
-        raise UserError(f"{source}: no results in it")
+        raise UserError(results.nothing_yet(path) if path.is_dir() else f"{source}: no results in it")
     if sweep == "all":
         return table
     if sweep is None:

@@ -255,6 +255,14 @@ def read_file(fmt: TableFormat, path: Path) -> pd.DataFrame:
     return integrity.conformed(frame, fmt.columns, fmt.label, str(path))
 
 
+def nothing_yet(results_dir: Path) -> str:
+    """What to say of a results folder without rows: run something, or rebuild a lost table from its rows."""
+    if not (results_dir / PARQUET).exists() and next(results_dir.glob(ROW_JSON_GLOB), None) is not None:
+        return (f"{results_dir}: no {PARQUET}, but runs' row.json copies are there: `rosetta rebuild --results "
+                f"{results_dir}` makes the table again from them")
+    return f"{results_dir}: no results yet; run `rosetta run` first"
+
+
 def is_busy(row: Mapping[str, Any]) -> bool:
     """Whether a row was measured on a busy machine (``machine_busy`` true); False where it is empty
     (a row from before version 3, or a run without telemetry): such rows are judged as before."""
