@@ -129,8 +129,9 @@ def _tokens(run_dir) -> list[str]:
 
 
 def _leaves(value) -> list[str]:
-    if isinstance(value, dict):
-        return [x for k, v in value.items() for x in [str(k), *_leaves(v)]]
+    if isinstance(value, dict):  # a job's "command" string (Azure ML's) is run by a shell
+        return [x for k, v in value.items()
+                for x in [str(k), *(shlex.split(v) if k == "command" and isinstance(v, str) else _leaves(v))]]
     if isinstance(value, list):
         out = [x for v in value for x in _leaves(v)]
         for i, v in enumerate(value):  # ["bash", "-c", "line"]: the line as the shell reads it
