@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -103,6 +104,7 @@ def ray_cluster():
         for node in reversed(nodes):
             stop(node)
         subprocess.run(["ip", "netns", "del", NAMESPACE], capture_output=True)
+        shutil.rmtree(temp, ignore_errors=True)  # the nodes' logs and sockets
 
 
 def run_in_namespace(tmp_path: Path, frameworks: str, nodes: int = 2, extra: str = "") -> list[dict]:
