@@ -195,10 +195,12 @@ def test_trunk_and_gathered_classifier_match_one_process_on_the_global_batch(res
 def test_with_batchnorm_training_it_trains_as_ddp_allreduce_does(results):
     # BatchNorm in training mode normalizes each rank's batch on its own, in both; DDP averages the gradients
     # of each rank's mean loss, the hybrid sums those of the global mean / W: the same gradient (measured
-    # differences after 3 steps: 2e-7 trunk, 5e-8 classifier)
+    # differences after 3 steps: 2e-7 trunk, 5e-8 classifier on an AMD EPYC; 2.1e-5 trunk, 9e-8 classifier on
+    # an Intel Xeon, whose oneDNN BatchNorm backward sums in another order), held to 1e-4: still 300 times
+    # below the 0.03 the steps move the weights by
     for rank in results:
         case = rank["train"]
-        assert case["trunk_diff"] <= 1e-5 and case["classifier_diff"] <= 1e-5, case
+        assert case["trunk_diff"] <= 1e-4 and case["classifier_diff"] <= 1e-5, case
         torch.testing.assert_close(torch.tensor(case["losses"]), torch.tensor(case["ddp_losses"]), rtol=1e-5, atol=0)
     assert results[0]["train"]["checksum"] == results[1]["train"]["checksum"]
 

@@ -111,7 +111,9 @@ def test_every_remote_backend_runs_under_the_rules(backend, image_files, write_s
                                                               "endpoint_url": gateway.endpoint,
                                                               "metrics_url": gateway.metrics_url})
         check_verdict(row, runs=1)
-        assert row["cache_hit_rate"] < 0.5
+        # Cold: what the tier served in the window was mostly misses; None where the loader had read every
+        # object before the window opened (a CI-sized epoch). tests/test_cache_tier.py holds cold and warm.
+        assert row["cache_hit_rate"] is None or row["cache_hit_rate"] < 0.5
         return
     row, = sweep(write_scenario, tmp_path, backend, options)
     check_verdict(row, runs=1)

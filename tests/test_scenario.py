@@ -8,8 +8,11 @@ import pytest
 
 import frameworks
 from harness.base.errors import UserError
+from harness.contract.axes import Workload
 from harness.experiment import scenario
 
+# The message names every workload, in the enum's order.
+WORKLOADS_LISTED = "must be one of " + ", ".join(w.value for w in Workload)
 GOOD = """
 [settings]
 warmup_steps = 1
@@ -47,7 +50,7 @@ BAD = [
     (GOOD + "batch_per_worker = 0\n", ["[matrix] batch_per_worker", "must be >= 1, got 0"]),
     (GOOD + "batch_per_worker = [8, -1]\n", ["batch_per_worker", "must be >= 1, got -1"]),
     (GOOD.replace('"torch_ddp"', '"cntk"'), ["[matrix] framework", "must be one of torch_ddp", "'cntk'"]),
-    (GOOD.replace('"bert"', '"gpt"'), ["[matrix] workload", "must be one of resnet50, bert, digits", "'gpt'"]),
+    (GOOD.replace('"bert"', '"gpt"'), ["[matrix] workload", WORKLOADS_LISTED, "'gpt'"]),
     (GOOD.replace("measured_steps = 3", 'measured_steps = "3"'), ["[settings] measured_steps", "must be an integer, got a string"]),
     (GOOD.replace("measured_steps = 3", "measured_steps = 3.5"), ["measured_steps", "must be an integer, got a number"]),
     (GOOD.replace("measured_steps = 3", "measured_steps = true"), ["measured_steps", "must be an integer, got a boolean"]),
@@ -66,7 +69,7 @@ BAD = [
     ("exclude = 3\n" + GOOD, ["exclude", "array of tables"]),
     (GOOD + "[workload_options.bert]\nlayers = 2\n", ["[workload_options.bert] layers", "unknown key", "num_layers"]),
     (GOOD + "[workload_options.bert]\nnum_layers = 0\n", ["[workload_options.bert] num_layers", "must be >= 1"]),
-    (GOOD + "[workload_options.vgg]\nx = 1\n", ["[workload_options] vgg", "must be one of resnet50, bert, digits"]),
+    (GOOD + "[workload_options.vgg]\nx = 1\n", ["[workload_options] vgg", WORKLOADS_LISTED]),
     (GOOD + "[strategy_options.onebit]\ntau = 2\n", ["[strategy_options.onebit] tau", "unknown key",
                                                     "allowed: error_feedback"]),
     (GOOD + "[strategy_options.bmuf]\nblock_momentum = 1.5\n", ["[strategy_options.bmuf] block_momentum",
