@@ -19,6 +19,7 @@ NUMERICS = ["launcher", "network", "precision", "memory_format", "compile"]
 SERIES_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "strategy", "storage", *NUMERICS,
                "batch_per_worker", "device", "sample_unit"]
 CONFIG_KEYS = SERIES_KEYS + ["nodes", "procs_per_node", "world_size"]
+UNKNOWN = "-"  # a text dimension the table leaves empty
 
 def latest_attempts(table: pd.DataFrame) -> pd.DataFrame:
     """Each repeat of each configuration of each sweep once: its last attempt (the others stay in the table)."""
@@ -38,6 +39,9 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=CONFIG_KEYS)
     table = latest_attempts(table)
     table["device"] = table["device"].fillna(table["device_requested"])
+    for key in [*CONFIG_KEYS, "status"]:  # text an older or hand-made table lacks: shown as "-", never a crash
+        if key in table and str(table[key].dtype) == "string":
+            table[key] = table[key].fillna(UNKNOWN)
     # config_id too: two configurations the keys do not tell apart (a seed, options) are never one line
     grouped = table.groupby([*CONFIG_KEYS, "config_id"], dropna=False, sort=True)
     out = [_configuration(keys, group) for keys, group in grouped]
@@ -97,7 +101,8 @@ def _scaling_efficiency(summary: pd.DataFrame) -> None:
     the baseline it was measured against (columns ``efficiency``, ``efficiency_baseline``, ``wrapper_cost``)."""
     summary["efficiency"] = math.nan
     summary["efficiency_baseline"] = None
-    summary["wrapper_cost"] = summary["throughput_median"] / summary["plain_throughput"]
+    plain = summary["plain_throughput"].where(summary["plain_throughput"] > 0)  # 0: nothing to compare with
+    summary["wrapper_cost"] = summary["throughput_median"] / plain
     for _, series in summary.groupby(SERIES_KEYS, dropna=False):
         measured = series[series["throughput_median"].notna()]
         if measured.empty:
@@ -163,7 +168,22 @@ def select_sweep(results_dir: Path, sweep: str | None) -> tuple[pd.DataFrame, st
         if sweep not in set(table["sweep_id"]):
             raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
         table = table[table["sweep_id"] == sweep]
+    check_reportable(table, str(Path(results_dir) / results.PARQUET))
     return table, sweep
+
+
+# What a line of the summary is made of: a row without one of them (a table written by hand, a damaged one)
+# cannot be placed on any line.
+REQUIRED = ("framework", "workload", "nodes", "procs_per_node", "world_size", "batch_per_worker")
+
+
+def check_reportable(table: pd.DataFrame, where: str) -> None:
+    """Every row has the dimensions a summary line needs (one line naming the first that lacks one)."""
+    for key in REQUIRED:
+        empty = table[key].isna() if key in table else pd.Series(True, index=table.index)
+        if empty.any():
+            raise UserError(f"{where}: row {empty.idxmax()} has no {key}; a report places each row by "
+                            f"{', '.join(REQUIRED)}")
 
 
 def latest_sweep(table: pd.DataFrame) -> str | None:

@@ -9,6 +9,8 @@ folder before a sweep spends time on its first run.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import tempfile
@@ -25,6 +27,13 @@ IDENTIFIER = re.compile(_NAME)
 RUN_ID = re.compile(rf"{_NAME}(?:/{_NAME})*")  # <sweep_id>/<run folder> (older tables: more parts)
 ID_COLUMNS = {"sweep_id": IDENTIFIER, "run_id": RUN_ID, "config_id": IDENTIFIER}
 NAME_RULE = "letters, digits, '.', '_', '+', '-', a letter or digit first, at most 128"
+# Figures no run can measure below zero (rates, times, sizes of the run): such a value, or any infinity, is a
+# damaged table, refused at read rather than divided by in a report. (Zero is kept: a run whose steps took
+# forever has throughput 0, and the reports judge it so.)
+POSITIVE = ("world_size", "nodes", "procs_per_node", "batch_per_worker", "global_batch")  # a run's size: >= 1
+NON_NEGATIVE = ("throughput", "plain_throughput", "loader_throughput", "window_s", "world_size", "nodes",
+                "procs_per_node", "batch_per_worker", "global_batch", "repeat", "samples_measured",
+                "step_time_p50_s", "step_time_p90_s", "launch_s", "compile_s")
 
 
 def _shown(value: Any) -> str:
@@ -67,7 +76,46 @@ def conformed(frame: pd.DataFrame, columns: Mapping[str, str], label: str, where
             raise UserError(f"{where}: column {column}: values of the wrong type for {dtype} "
                             f"({str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__})") from None
     check_identifiers(frame, where)
+    check_figures(frame, where)
     return frame
+
+
+def check_figures(frame: pd.DataFrame, where: str) -> None:
+    """No infinity in any number column, nothing < 0 in NON_NEGATIVE ones (empty cells pass: a run that
+    measured nothing)."""
+    for column in frame.columns:
+        if str(frame[column].dtype) not in ("Float64", "Int64"):
+            continue
+        values = frame[column].dropna().astype(float)
+        least = 1 if column in POSITIVE else 0 if column in NON_NEGATIVE else -math.inf
+        bad = values[(values.abs() == math.inf) | (values < least)]
+        if len(bad):
+            expected = "finite" if least == -math.inf else f">= {least}"
+            raise UserError(f"{where}: row {bad.index[0]}: {column} {bad.iloc[0]!r} is no measurement ({expected} "
+                            f"expected); the table was edited or damaged")
+    check_json(frame, where)
+
+
+# Columns holding JSON (a list or object as text); step_times_s must be a list of numbers (reports pool them).
+JSON_COLUMNS = ("strategy_options", "hosts", "step_times_s", "staleness_hist", "stage_idle_fractions", "stage_layers",
+                "stage_flops_shares", "stage_time_shares", "rank_peak_rss_mb", "rank_peak_gpu_allocated_mb",
+                "rank_peak_gpu_reserved_mb", "accuracy_curve", "mlperf_violations", "versions", "spec")
+
+
+def check_json(frame: pd.DataFrame, where: str) -> None:
+    """Every cell of a JSON column parses (NaN and Infinity as Python's json reads them); step_times_s is a
+    list of numbers."""
+    for column in (c for c in JSON_COLUMNS if c in frame.columns):
+        for row, text in frame[column].dropna().items():
+            try:
+                value = json.loads(text)
+            except (TypeError, ValueError):
+                raise UserError(f"{where}: row {row}: {column} {_shown(text)} is not JSON; the table was edited or "
+                                f"damaged") from None
+            if column == "step_times_s" and not (isinstance(value, list) and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+                raise UserError(f"{where}: row {row}: step_times_s {_shown(text)} is not a list of seconds; the "
+                                f"table was edited or damaged")
 
 
 def writable_folder(folder: Path, what: str = "the results folder") -> Path:

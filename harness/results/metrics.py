@@ -28,8 +28,10 @@ def run_throughput(samples_per_rank: Sequence[int], window_s_per_rank: Sequence[
 
 
 def scaling_efficiency(throughput_n: float, world_n: int, throughput_base: float, world_base: int) -> float:
-    """throughput(N) / (N / N0 x throughput(N0)): 1.0 is ideal linear scaling."""
-    return throughput_n / (world_n / world_base * throughput_base)
+    """throughput(N) / (N / N0 x throughput(N0)): 1.0 is ideal linear scaling; NaN against a baseline that
+    measured nothing (0 samples/s: no efficiency can be told)."""
+    ideal = world_n / world_base * throughput_base
+    return throughput_n / ideal if ideal > 0 else math.nan
 
 
 def step_times(per_rank_steps: Sequence[Sequence[float]]) -> list[float]:
