@@ -9,7 +9,6 @@ The pages are loaded in chromium, which runs their script, and the DOM it ends w
 
 import html
 import json
-import math
 import random
 import re
 import shutil
@@ -21,29 +20,12 @@ import pytest
 from harness.cli import main as cli
 from harness.reports import history
 from harness.results import table as results
+from tests.history_rows import sweep_rows
 
 CHROMIUM = shutil.which("chromium")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="the Debian package chromium is not installed "
                                                              "(tools/system-packages.txt)")
 INJECTED = 'gpu-box<script>alert("x")</script>'  # a host name carrying markup: shown as text, never run
-
-
-def _sweep(index, level_s, rng, config, host="m1", torch="2.13.0", spread=0.02, **dims):
-    """Rows as `rosetta run` writes them: a launch per repeat with its raw step times (lognormal
-    launch-to-launch noise, step-to-step noise, an occasional slow step)."""
-    rows = []
-    for r in range(3):
-        launch = level_s * math.exp(rng.gauss(0, spread))
-        steps = [launch * (1 + abs(rng.gauss(0, 0.02))) * (2.5 if rng.random() < 0.03 else 1) for _ in range(30)]
-        rows.append({"schema_version": 2, "sweep_id": f"s{index:02d}", "run_id": f"{host}/s{index:02d}/{config}/{r}",
-                     "config_id": config, "framework": "torch_ddp", "workload": "resnet50", "size": "tiny",
-                     "nodes": 1, "procs_per_node": 1, "batch_per_worker": 4, "global_batch": 4,
-                     "strategy": "allreduce", "storage": "synthetic", "sample_unit": "images", "status": "ok",
-                     "repeat": r, "timestamp": f"2026-11-{index + 1:02d}T10:00:{r:02d}+00:00",
-                     "step_times_s": json.dumps(steps), "throughput": 4 * 30 / sum(steps),
-                     "framework_version": torch, "versions": json.dumps({"torch": torch}), "host": host,
-                     "cpu_model": "cpu", "cpu_cores": 2, "harness_commit": "abc", **dims})
-    return rows
 
 
 SLOW = 0.088  # s per step: 9% fewer images/s than 0.080
@@ -70,7 +52,7 @@ def _stores(root: Path) -> list[str]:
         for i, level in enumerate(levels):
             torch = "2.14.0" if config == "confirmed" and i >= 10 else "2.13.0"  # the cause, shown beside the step
             spread = 0.01 if config == "drift" else 0.02  # tests/test_history.py's drift
-            rows[host] += _sweep(i, level, rng, config, host=host, torch=torch, spread=spread, **dims)
+            rows[host] += sweep_rows(i, level, rng, config=config, host=host, torch=torch, spread=spread, **dims)
     results.append(root / "m1", rows["m1"])
     results.append(root / "other", rows[INJECTED])
     return [str(root / "m1"), str(root / "other" / results.PARQUET)]

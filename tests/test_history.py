@@ -10,30 +10,13 @@ import pytest
 from harness.cli import main as cli
 from harness.reports import changepoints, history
 from harness.results import table as results
-
-
-def _sweep(index, level_s, rng, torch="2.13.0", repeats=3, config="cfg", host="m1", spread=0.02):
-    """Rows as `rosetta run` writes them: one per launch, its raw step times (lognormal launch-to-launch
-    noise, step-to-step noise, an occasional slow step)."""
-    rows = []
-    for r in range(repeats):
-        launch = level_s * math.exp(rng.gauss(0, spread))
-        steps = [launch * (1 + abs(rng.gauss(0, 0.02))) * (2.5 if rng.random() < 0.03 else 1) for _ in range(30)]
-        rows.append({"schema_version": 2, "sweep_id": f"s{index:02d}", "run_id": f"{host}/s{index:02d}/{config}/{r}",
-                     "config_id": config, "framework": "torch_ddp", "workload": "resnet50", "size": "tiny",
-                     "nodes": 1, "procs_per_node": 1, "batch_per_worker": 4, "global_batch": 4,
-                     "strategy": "allreduce", "storage": "synthetic", "sample_unit": "images", "status": "ok",
-                     "repeat": r, "timestamp": f"2026-11-{index // 24 + 1:02d}T{index % 24:02d}:00:{r:02d}+00:00",
-                     "step_times_s": json.dumps(steps), "throughput": 4 * 30 / sum(steps),
-                     "framework_version": torch, "versions": json.dumps({"torch": torch}), "host": host,
-                     "cpu_model": "cpu", "cpu_cores": 2, "harness_commit": "abc"})
-    return rows
+from tests.history_rows import sweep_rows
 
 
 def _store(path, levels, seed=3, **kw):
     """A results folder with one sweep per level (seconds per step)."""
     rng = random.Random(seed)
-    results.append(path, [row for i, level in enumerate(levels) for row in _sweep(i, level, rng, **kw)])
+    results.append(path, [row for i, level in enumerate(levels) for row in sweep_rows(i, level, rng, **kw)])
     return path
 
 
@@ -43,7 +26,7 @@ def _steps(s):
 
 def test_a_ten_percent_step_is_one_confirmed_step_with_its_cause(tmp_path):
     rng = random.Random(3)
-    rows = [r for i in range(12) for r in _sweep(i, 0.088 if i >= 7 else 0.080, rng,
+    rows = [r for i in range(12) for r in sweep_rows(i, 0.088 if i >= 7 else 0.080, rng,
                                                  torch="2.14.0" if i >= 7 else "2.13.0")]
     [s] = history.series(results.to_frame(rows))
     assert [p.sweep_id for p in s.points] == [f"s{i:02d}" for i in range(12)]
@@ -77,7 +60,7 @@ def test_the_gate_fails_again_when_the_next_sweep_confirms_the_step_then_passes(
     store = _store(tmp_path / "store", [0.080] * 10 + [0.088] * 2)
     [s] = history.series(results.load(store))
     assert (s.verdict.verdict, s.verdict.status) == (history.REGRESSION, changepoints.CONFIRMED)
-    results.append(store, _sweep(12, 0.088, random.Random(9)))
+    results.append(store, sweep_rows(12, 0.088, random.Random(9)))
     assert cli.main(["history", str(store), "--no-chart"]) == 0
 
 
@@ -124,8 +107,8 @@ def test_machines_stay_apart_and_host_selects(tmp_path, capsys):
 
 def test_a_busy_sweep_is_not_judged_and_says_why(tmp_path):
     rng = random.Random(3)
-    rows = [r for i in range(11) for r in _sweep(i, 0.080, rng)]
-    slow = _sweep(11, 0.120, rng)
+    rows = [r for i in range(11) for r in sweep_rows(i, 0.080, rng)]
+    slow = sweep_rows(11, 0.120, rng)
     table = results.to_frame(rows + slow)
     table["machine_busy"] = [False] * len(rows) + [True] * len(slow)
     table["busy_note"] = [None] * len(rows) + ["other processes used 48% of the CPUs"] * len(slow)
@@ -145,7 +128,7 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, option, value, me
 
 
 def test_unknown_config_is_a_user_error(tmp_path, capsys):
-    results.append(tmp_path, _sweep(0, 0.08, random.Random(0)))
+    results.append(tmp_path, sweep_rows(0, 0.08, random.Random(0)))
     assert cli.main(["history", "--results", str(tmp_path), "--config", "nope"]) == 2
     assert "no configuration 'nope'" in capsys.readouterr().err
 
@@ -161,8 +144,8 @@ def test_last_n_and_the_chart_path(tmp_path, monkeypatch):
 
 def test_a_newest_sweep_without_finite_step_times_is_not_judged(tmp_path):
     rng = random.Random(3)
-    rows = [r for i in range(11) for r in _sweep(i, 0.080, rng)]
-    broken = [{**r, "step_times_s": json.dumps([float("nan"), float("inf")])} for r in _sweep(11, 0.080, rng)]
+    rows = [r for i in range(11) for r in sweep_rows(i, 0.080, rng)]
+    broken = [{**r, "step_times_s": json.dumps([float("nan"), float("inf")])} for r in sweep_rows(11, 0.080, rng)]
     [s] = history.series(results.to_frame(rows + broken))
     assert s.verdict.verdict == history.NOT_JUDGED and "finite" in s.verdict.note
     assert math.isnan(s.points[-1].rate) and not history.gate_failed([s])

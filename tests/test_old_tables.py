@@ -17,7 +17,7 @@ import pytest
 from harness.cli import main as cli
 from harness.reports import history
 from harness.results import compare, table as results
-from tests.test_history import _sweep
+from tests.history_rows import sweep_rows as _sweep
 
 FIRST = ("schema_version sweep_id run_id config_id scenario framework workload size nodes procs_per_node world_size "
          "batch_per_worker global_batch strategy storage launcher device_requested device repeat warmup_steps "

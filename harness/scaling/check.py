@@ -138,7 +138,8 @@ def check(results: pd.DataFrame, comm: pd.DataFrame, overlap: float = 0.0) -> pd
                     if (singles["strategy"] == "allreduce").any() else singles).iloc[0]
             step_1 = base["batch_per_worker"] / base["throughput_median"]
             world = int(row["world_size"])
-            net_value = row["network"] if "network" in row and not pd.isna(row["network"]) else None
+            net_value = row.get("network")  # the summary shows a table's empty dimension as UNKNOWN
+            net_value = None if pd.isna(net_value) or net_value == aggregate.UNKNOWN else net_value
             fit, fit_world = _nearest_fit(fits, backend, world)
             measured_tp = row["throughput_median"]
             model = STRATEGY_MODEL.get(strategy)
