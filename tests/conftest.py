@@ -56,13 +56,23 @@ def slurm_conf(tmp_path_factory):
     subprocess.run([str(REPO / "tools/slurm_cluster.sh"), "stop", str(state)], check=False, env=env)
 
 
-@pytest.fixture(scope="module")
-def two_hosts():
+def namespace_hosts(count: int):
+    """``count`` hosts made of network namespaces (tools/netns_hosts.sh): {name: address}, stopped after."""
     need_root_tools("ip", "tc", "mpirun")
     env = {**os.environ, "ROSETTA_NETNS_PREFIX": HOSTS_PREFIX}
-    lines = start_engine([str(REPO / "tools/netns_hosts.sh"), "start", "2"], env).splitlines()
+    lines = start_engine([str(REPO / "tools/netns_hosts.sh"), "start", str(count)], env).splitlines()
     yield dict(line.split("=", 1) for line in lines)
     subprocess.run([str(REPO / "tools/netns_hosts.sh"), "stop"], check=False, env=env)
+
+
+@pytest.fixture(scope="module")
+def two_hosts():
+    yield from namespace_hosts(2)
+
+
+@pytest.fixture(scope="module")
+def four_hosts():
+    yield from namespace_hosts(4)
 
 
 TINY = """

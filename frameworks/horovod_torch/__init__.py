@@ -40,4 +40,7 @@ INFO = FrameworkInfo(
     # left out: Horovod's DistributedOptimizer hooks every parameter's gradient accumulator during backward.
     precisions=tuple(Precision),
     memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
+    # device emulated with real gradients (shared/pytorch/emulated_gradients.py): Horovod's hooks, fusion
+    # buffer and cycle time see the emulated backward's gradients as a real one's
+    emulated_exchanges=(Strategy.ALLREDUCE, Strategy.FP16),
 )

@@ -4,6 +4,8 @@ the launcher chose. Used by the worker, the probe and benchmarks/bare_loops/horo
 
 from __future__ import annotations
 
+import time
+
 import horovod.torch as hvd
 import torch
 
@@ -79,3 +81,17 @@ def scaled_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, 
     with optimizer.skip_synchronize():
         scaler.step(optimizer)
     scaler.update()
+
+
+def wait_sleeping(optimizer: torch.optim.Optimizer, interval_s: float = 2e-4) -> None:
+    """Wait for the DistributedOptimizer's outstanding allreduces by polling them between short sleeps.
+
+    For emulated accelerators (device emulated, exchange gradients), whose ranks share this machine's few
+    cores: Horovod's own wait (``synchronize``) spins on ``std::this_thread::yield()`` (horovod/torch/
+    mpi_ops_v2.cc, WaitAndClear), and 16 spinning ranks on 2 cores would take the CPU from the ranks that
+    are copying and reducing. A GPU rank waits on its stream instead, so the spin is this machine's, not
+    the emulated cluster's. ``_handles`` (parameter -> (handle, context)) is the optimizer's own record of
+    what backward enqueued; the synchronize that follows finds them done."""
+    for handle, _ in list(getattr(optimizer, "_handles", {}).values()):
+        while handle is not None and not hvd.poll(handle):
+            time.sleep(interval_s)

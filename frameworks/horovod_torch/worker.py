@@ -7,7 +7,8 @@ Horovod's DistributedOptimizer allreduces each gradient as backward produces it 
 exchanges GPU tensors with NCCL; a Horovod built without NCCL there makes the run a skipped row saying how to
 build one. With ``device = "emulated"`` no model is built: PyTorch DDP's
 emulated rank (frameworks/shared/pytorch/emulated_device.py: the DataLoader, a profiled sleep per step) with
-Horovod's barrier and broadcast.
+Horovod's barrier and broadcast; with ``exchange = "gradients"`` the emulated model
+(frameworks/shared/pytorch/emulated_gradients.py) hands its gradients to Horovod's hooks at the profiled times.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from frameworks.horovod_torch.distributed import (
     controller,
     distributed_optimizer,
     scaled_step,
+    wait_sleeping,
 )
 from frameworks.shared import mpi_job
-from frameworks.shared.pytorch import emulated_device, numerics
+from frameworks.shared.pytorch import emulated_device, emulated_gradients, numerics
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.runtime import device_memory, gpu_facts, resolve_device, versions
@@ -40,24 +42,29 @@ from harness.contract.workloads import samples_per_step
 
 def main(spec: RunSpec, events: EventWriter) -> None:
     mpi_job.check_started_as_one_job(os.environ)
+    if spec.device == Device.EMULATED and emulated_gradients.applies(spec):
+        os.environ.update(emulated_gradients.horovod_environment(spec, os.environ))
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
     mpi_job.check_world(world, spec.world_size, "Horovod")
     found = {**versions(), "horovod": horovod.__version__, **build_facts()}
-    if spec.device == Device.EMULATED:  # the real loader, a profiled sleep and hvd.barrier() per step, no model
+    emulated = spec.device == Device.EMULATED
+    if emulated and not emulated_gradients.applies(spec):  # the real loader, a profiled sleep, hvd.barrier()
         events.hello(world, "emulated", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
                      gpu_model=None, gpu_count=0, accelerator=spec.emulation["accelerator"])
         emulated_device.run(spec, events, rank, world, hvd.barrier,
                      lambda token: hvd.broadcast_object(token, root_rank=0))
         hvd.shutdown()
         return
-    device = rank_device(spec, events)
+    device = torch.device("cpu") if emulated else rank_device(spec, events)
     if device is None:
         hvd.shutdown()
         return
     on_gpu = device.type == "cuda"
-    events.hello(world, device.type, found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
-                 **gpu_facts(device.type), strategy_note=mpi_job.hierarchical_not_applied(
+    facts = ({"gpu_model": None, "gpu_count": 0, "accelerator": spec.emulation["accelerator"]} if emulated
+             else gpu_facts(device.type))
+    events.hello(world, "emulated" if emulated else device.type, found, backend=f"horovod-{controller()}",
+                 torch_threads=torch.get_num_threads(), **facts, strategy_note=mpi_job.hierarchical_not_applied(
                      os.environ, bool(hvd.nccl_built()), on_gpu=on_gpu, nodes=hvd.cross_size()))
     train(spec, events, rank, world, device)
     hvd.shutdown()
@@ -81,7 +88,8 @@ def rank_device(spec: RunSpec, events: EventWriter) -> torch.device | None:
 def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: torch.device) -> None:
     """Build, broadcast and wrap the model, run the measured loop on ``device``, and record its end."""
     torch.manual_seed(spec.seed)
-    model = build_model(spec.workload, dict(spec.workload_options)).to(device)
+    emulated = spec.device == Device.EMULATED  # real gradients at the profiled times, no math
+    model = emulated_gradients.build(spec) if emulated else build_model(spec.workload, dict(spec.workload_options)).to(device)
     optimizer = make_optimizer(spec, model)
     broadcast_from_root(model, optimizer)  # before channels-last: Horovod broadcasts contiguous tensors only
     numerics.to_memory_format(spec, model)  # in place: the optimizer keeps the same parameters
@@ -94,6 +102,14 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
 
     def step() -> torch.Tensor:
         optimizer.zero_grad()  # Horovod's override takes no set_to_none; torch 2 sets to None by default
+        if emulated:  # the scaler is off: no autocast, no loss scaling
+            next_batch()
+            loss = model()
+            loss.backward()
+            wait_sleeping(optimizer)
+            optimizer.synchronize()  # the averaged gradients in place; no update (emulated_gradients.py says why)
+            optimizer._synchronized = False  # what step() would reset: the next backward starts a new step
+            return loss.detach()
         with numerics.autocast(spec, device.type):
             loss = loss_of(spec.workload, model, next_batch())
         scaled_step(optimizer, scaler, loss)  # waits for the allreduces, then updates
@@ -101,12 +117,16 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     ledger = StepLedger(spec, events, model, meter, data, lambda: compression.bytes_sent)
+    watch = emulated_gradients.Watch(spec, model) if emulated else None
     window = run_measured_loop(step, sync=sync, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps,
                                samples_per_step=samples_per_step(spec.workload, spec.workload_options,
                                                                  spec.batch_per_worker),
-                               events=events, loss_value=lambda t: float(t.item()), between_steps=ledger.between_steps,
+                               events=events, loss_value=lambda t: float(t.item()),
+                               between_steps=watch.around(ledger.between_steps) if watch else ledger.between_steps,
                                device_memory=device_memory(device.type))
     ledger.after_window(window, dense)  # bytes: what the compressor handed to allreduce
+    if watch:
+        watch.record(events, window)
     ledger.end()
     hvd.barrier()

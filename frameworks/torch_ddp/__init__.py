@@ -54,4 +54,9 @@ INFO = FrameworkInfo(
     precisions=tuple(Precision),
     memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
     compiles=(Compile.OFF, Compile.ON),
+    # device emulated with real gradients (shared/pytorch/emulated_gradients.py): the DDP wrappers, whose
+    # hooks see the emulated backward's gradients as a real one's (not FSDP, tensor or pipeline parallelism,
+    # whose exchange is inside the layers' math, nor the parameter servers, which have no DDP)
+    emulated_exchanges=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.FP16, Strategy.POWERSGD,
+                        Strategy.HIERARCHICAL, Strategy.LOCAL_SGD, Strategy.BMUF),
 )

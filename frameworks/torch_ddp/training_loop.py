@@ -13,13 +13,13 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from frameworks.shared.pytorch import checkpointing, numerics, runtime
+from frameworks.shared.pytorch import checkpointing, emulated_gradients, numerics, runtime
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.training import build_model, make_optimizer, training_step
 from frameworks.torch_ddp import plain_baseline
 from frameworks.torch_ddp.strategies import wrapping
-from harness.contract.axes import Compile, Storage, Strategy
+from harness.contract.axes import Compile, Device, Storage, Strategy
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
@@ -49,6 +49,8 @@ class Rank:
 def start(spec: RunSpec, events: EventWriter) -> Rank | None:
     """Device, process group (NCCL on a GPU, gloo on the CPU), hello record and model; None when the run
     cannot run here (a skip record said why)."""
+    if spec.device == Device.EMULATED:
+        return _start_emulated(spec, events)
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device_kind = runtime.resolve_device(spec.device)
     numerics.check_device(spec, device_kind)
@@ -67,6 +69,17 @@ def start(spec: RunSpec, events: EventWriter) -> Rank | None:
     torch.manual_seed(spec.seed)
     model = numerics.to_memory_format(spec, build_model(spec.workload, dict(spec.workload_options)).to(device))
     return Rank(rank, world, device, model)
+
+
+def _start_emulated(spec: RunSpec, events: EventWriter) -> Rank:
+    """An emulated accelerator with real gradients: gloo, the hello, the emulated model (the real one's
+    parameters under profiled, dilated sleeps: frameworks/shared/pytorch/emulated_gradients.py)."""
+    dist.init_process_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    events.hello(world, "emulated", runtime.versions(), backend="gloo", torch_threads=torch.get_num_threads(),
+                 gpu_model=None, gpu_count=0, accelerator=spec.emulation["accelerator"])
+    torch.manual_seed(spec.seed)
+    return Rank(rank, world, torch.device("cpu"), emulated_gradients.build(spec))
 
 
 def compile_first_step(events: EventWriter, step: Callable[[], torch.Tensor], sync: Callable[[], None]) -> None:
@@ -88,17 +101,23 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
     # tensor parallelism: rank 0 counts the batch every rank works on; a batch's tokens where samples are tokens
     samples = 0 if strategy.one_batch and rank > 0 else samples_per_step(spec.workload, spec.workload_options,
                                                                          spec.batch_per_worker)
+    emulated = spec.device == Device.EMULATED
     trained = numerics.maybe_compile(spec, strategy.module)
-    step = training_step(spec, trained, optimizer, device.type, next_batch, strategy.after_step)
+    step = (emulated_gradients.training_step(trained, optimizer, next_batch, strategy.after_step) if emulated
+            else training_step(spec, trained, optimizer, device.type, next_batch, strategy.after_step))
     ledger = StepLedger(spec, events, model, meter, data, lambda: strategy.bytes_sent)
+    watch = emulated_gradients.Watch(spec, model) if emulated else None
     if spec.compile == Compile.ON:
         compile_first_step(events, step, started.sync)
     window = run_measured_loop(step, sync=started.sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps, samples_per_step=samples,
                                events=events, loss_value=lambda t: float(t.item()),
-                               between_steps=ledger.between_steps, device_memory=runtime.device_memory(device.type))
+                               between_steps=watch.around(ledger.between_steps) if watch else ledger.between_steps,
+                               device_memory=runtime.device_memory(device.type))
     ledger.after_window(window, strategy.dense_bytes_per_step)
-    if plain_baseline.applies(spec, world):
+    if watch:
+        watch.record(events, window)
+    if plain_baseline.applies(spec, world) and not emulated:
         plain_baseline.measure(spec, events, device, device.type, next_batch, started.sync)
     strategy.finish()  # model-averaging strategies: the final consensus model on every rank
     if spec.storage != Storage.SYNTHETIC:

@@ -7,7 +7,7 @@ and the loop of the strategies without DDP), frameworks/shared/pytorch/emulated_
 
 from __future__ import annotations
 
-from frameworks.shared.pytorch import emulated_device
+from frameworks.shared.pytorch import emulated_device, emulated_gradients
 from frameworks.torch_ddp import training_loop
 from frameworks.torch_ddp.strategies import async_training, hybrid
 from frameworks.torch_ddp.strategies.wrapping import WITHOUT_DDP
@@ -17,8 +17,8 @@ from harness.contract.spec import RunSpec
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
-    if spec.device == Device.EMULATED:  # the real loader, a profiled sleep per step, no model
-        return emulated_device.main(spec, events)
+    if spec.device == Device.EMULATED and not emulated_gradients.applies(spec):
+        return emulated_device.main(spec, events)  # the real loader, a profiled sleep per step, no model
     if spec.strategy in WITHOUT_DDP:  # no DDP: parameter servers or a shared-memory model
         return async_training.main(spec, events)
     started = training_loop.start(spec, events)

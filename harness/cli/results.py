@@ -87,9 +87,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--size", help="workload size to run (default: the reference's)")
     p.add_argument("--repeats", type=int, help="repeats per configuration (default: the reference's)")
     p.add_argument("--measured-steps", type=int, help="measured steps per run (default: the reference's)")
-    p.add_argument("--at", choices=["reduced", "published"], default="reduced",
+    p.add_argument("--at", choices=["reduced", "published", "emulated"], default="reduced",
                    help="reduced: the reference's run at this machine's scale (default); published: its published "
-                        "configuration (GPUs per node, nodes per point, batch, precision, data)")
+                        "configuration (GPUs per node, nodes per point, batch, precision, data); emulated: that "
+                        "configuration on the emulated GPU cluster (emulated GPUs, real gradients, its links "
+                        "shaped and time-dilated between network-namespace hosts; needs root)")
+    p.add_argument("--dilation", type=float, default=0.0,
+                   help="with --at emulated: the time dilation k (default 0: picked per point from its exchange)")
     p.add_argument("--launcher", default="auto", help="with --at published: torchrun, mpirun, slurm, kubernetes, azureml, ... "
                                                       "(default: each framework's own)")
     p.add_argument("--dry-run", action="store_true", help="with --at published: write every point's job script or "
@@ -215,7 +219,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if value is not None and value < least:  # never ignored, never "-5 reachable"
             raise UserError(f"{flag}: must be >= {least}, got {value}")
     if args.list or not args.name:
-        from harness.reports.published import references_table
+        from harness.reports.reference_list import references_table
 
         print_items([references_table()])
         return 0
@@ -223,6 +227,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     rows: list[dict] = []
     if args.sweep:
         sweep = args.sweep
+    elif args.at == "emulated":
+        rows = _run_emulated(ref, args)
+        if rows is None:  # --dry-run
+            return 0
+        sweep = rows[0]["sweep_id"]
     elif args.at == "published":
         scenario, max_workers = _published_scenario(ref, args)
         if args.dry_run:
@@ -241,6 +250,23 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     print_items(reproduction_report(ref, args.results, sweep))
     return sweep_exit_status(rows, args.allow_failures)
+
+
+def _run_emulated(ref, args: argparse.Namespace) -> list[dict] | None:
+    """The published configuration on the emulated cluster, its hosts started for the sweep and removed after."""
+    from harness.launchers import hosts
+    from harness.reports import emulated_reproduction as emulated
+
+    if not 0 <= args.dilation <= 2000:
+        raise UserError(f"--dilation: must be 0 (auto) or 1 to 2000, got {args.dilation:g}")
+    settings = {"repeats": args.repeats, "measured_steps": args.measured_steps}
+    with hosts.namespace_hosts(emulated.hosts_needed(ref)) as names:
+        scenario = emulated.emulated_scenario(ref, names, {k: v for k, v in settings.items() if v is not None},
+                                              args.dilation)
+        if args.dry_run:
+            print_dry_run(scenario, args.results, args.gpus or emulated.max_ranks(ref))
+            return None
+        return run_with_progress(scenario, args.results, max_workers=args.gpus or emulated.max_ranks(ref))
 
 
 def _published_scenario(ref, args: argparse.Namespace):

@@ -13,6 +13,7 @@ time of the measured window, the slowest rank's.
 
 from __future__ import annotations
 
+import os
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -20,7 +21,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.base.errors import UserError
+from harness.contract import emulated_cluster, model_flops
 from harness.contract.axes import Precision, Size, Workload
+from harness.contract.emulated_cluster import Exchange
+from harness.contract.workloads import WORKLOADS
 
 PROFILES_FILE = Path(__file__).with_name("accelerators.toml")
 
@@ -47,6 +51,11 @@ class EmulationOptions:
     compute_scale: float = field(default=1.0, metadata={"min": 0.0})  # x the profile's time (a slower accelerator)
     step: str = field(default="sleep", metadata={"choices": ("sleep", "spin")})  # spin: a busy loop (fidelity check)
     au_threshold: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})  # 0: the workload's (toml)
+    # the emulated cluster (harness.contract.emulated_cluster): real gradients over dilated, shaped links
+    exchange: Exchange = Exchange.BARRIER
+    intra_link: str = ""  # between GPUs of a host: a [link] of interconnects.toml, e.g. "PCIe3", "NVLink"
+    inter_link: str = ""  # each host's network card, e.g. "10GbE", "IB-EDR"
+    dilation: float = field(default=0.0, metadata={"min": 0.0, "max": emulated_cluster.MAX_DILATION})  # 0: auto
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> tuple[list[Profile], dict[str, float]]:
@@ -76,8 +85,11 @@ def lookup(accelerator: str, workload: Workload, batch: int, precision: Precisio
             f"scaled linearly from batch {best.batch} ({best.compute_s} s) to {batch}: {best.source}")
 
 
-def resolve(options: EmulationOptions, workload: Workload, batch: int, precision: Precision) -> dict[str, Any]:
-    """A run's ``emulation`` mapping: accelerator, compute_s (per step, scaled), step, au_threshold, source."""
+def resolve(options: EmulationOptions, workload: Workload, batch: int, precision: Precision,
+            size: Size = Size.FULL, nodes: int = 1, procs_per_node: int = 1) -> dict[str, Any]:
+    """A run's ``emulation`` mapping: accelerator, compute_s (per step, scaled), step, au_threshold, source;
+    with ``exchange = "gradients"`` also the links and the dilation k (``dilation = 0``: picked for this
+    configuration and this machine's cores by :func:`emulated_cluster.auto_dilation`)."""
     profiles, thresholds = load_profiles()
     if options.compute_s > 0:
         compute, source = options.compute_s, "given in the scenario's [emulation] compute_s"
@@ -87,9 +99,28 @@ def resolve(options: EmulationOptions, workload: Workload, batch: int, precision
         raise UserError("emulation: set accelerator (a profile in harness/contract/accelerators.toml) or compute_s")
     if options.compute_scale != 1.0:
         source = f"x{options.compute_scale:g} ({source})"
-    return {"accelerator": options.accelerator or "custom", "compute_s": compute * options.compute_scale,
-            "step": options.step, "source": source,
-            "au_threshold": options.au_threshold or thresholds.get(workload.value, 0.9)}
+    resolved = {"accelerator": options.accelerator or "custom", "compute_s": compute * options.compute_scale,
+                "step": options.step, "source": source,
+                "au_threshold": options.au_threshold or thresholds.get(workload.value, 0.9)}
+    if options.exchange == Exchange.GRADIENTS:
+        resolved.update(_cluster(options, workload, size, nodes, procs_per_node, resolved["compute_s"]))
+    elif options.intra_link or options.inter_link or options.dilation:
+        raise UserError('emulation: links and dilation need exchange = "gradients" (a barrier carries no bytes)')
+    return resolved
+
+
+def _cluster(options: EmulationOptions, workload: Workload, size: Size, nodes: int, procs_per_node: int,
+             compute_s: float) -> dict[str, Any]:
+    """The emulated cluster's part of the mapping: exchange, link names and the dilation k."""
+    intra = emulated_cluster.link(options.intra_link) if options.intra_link else None
+    inter = emulated_cluster.link(options.inter_link) if options.inter_link else None
+    k = options.dilation
+    if not k:
+        grad = 4 * model_flops.weight_parameters(workload, WORKLOADS[workload].options(size))
+        exchange_s = emulated_cluster.undilated_exchange_s(intra, inter, nodes, procs_per_node, grad)
+        k = emulated_cluster.auto_dilation(nodes * procs_per_node, grad, exchange_s, compute_s, os.cpu_count() or 1)
+    return {"exchange": Exchange.GRADIENTS.value, "intra_link": options.intra_link,
+            "inter_link": options.inter_link, "dilation": float(k), "dilation_auto": not options.dilation}
 
 
 class EmulatedStep:

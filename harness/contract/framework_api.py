@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from harness.contract.axes import (
     Compile,
@@ -55,6 +55,9 @@ class FrameworkInfo:
     # horovodrun) in one container holding all the ranks, since an mpirun reaching into sibling containers
     # would need an sshd in each (as a Kubeflow MPIJob has).
     container_per_rank: bool = False
+    # The strategies whose exchange an emulated accelerator runs for real (device emulated, exchange
+    # "gradients": harness.contract.emulated_cluster): the model's parameters, gradients at each layer's time.
+    emulated_exchanges: tuple[Strategy, ...] = ()
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
         """Required modules that cannot be found in this environment (no import is done)."""
@@ -101,6 +104,15 @@ class FrameworkInfo:
         if device == Device.EMULATED and device not in self.devices:
             return f"{self.name} has no emulated accelerators (device emulated is not among its devices)"
         return None
+
+    def unsupported_exchange(self, strategy: Strategy, emulation: Mapping[str, Any]) -> str | None:
+        """Why an emulated accelerator of this framework cannot exchange real gradients with ``strategy``."""
+        if emulation.get("exchange") != "gradients" or strategy in self.emulated_exchanges:
+            return None
+        if not self.emulated_exchanges:
+            return f"{self.name} has no emulated accelerators with real gradients (exchange = \"gradients\")"
+        return (f"{self.name}'s emulated accelerators exchange real gradients with "
+                f"{', '.join(s.value for s in self.emulated_exchanges)} only, not {strategy.value}")
 
     def unsupported_numerics(self, workload: Workload, precision: Precision, memory_format: MemoryFormat,
                              compile_: Compile, device: Device) -> str | None:

@@ -18,6 +18,7 @@ counted, and causal attention is counted in full.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from harness.contract.axes import Workload
@@ -109,3 +110,17 @@ def training_flops_per_sample(workload: Workload, options: Mapping[str, Any], sa
     """Model FLOPs of training on one sample (forward + backward, 3 x forward); ``samples_per_item``: the
     samples one image or sequence counts as (a sequence's tokens where the workload counts tokens)."""
     return TRAINING_FLOPS_PER_FORWARD * flops_per_sample(forward_layers(workload, options)) / samples_per_item
+
+
+def weight_parameters(workload: Workload, options: Mapping[str, Any]) -> int:
+    """Parameters of the convolutions' and dense layers' weights (no biases, norms or embeddings but llama's):
+    a lower bound of the gradient an exchange carries, for sizing an emulation without building the model."""
+    if workload == Workload.LLAMA:
+        return llama_parameters(options)
+    total = 0
+    for layer in forward_layers(workload, options):
+        if layer["op"] == "conv":
+            total += layer["in_channels"] * layer["out_channels"] * math.prod(layer["kernel"]) // layer["groups"]
+        elif layer["op"] == "dense":
+            total += layer["in_features"] * layer["out_features"]
+    return total

@@ -49,7 +49,8 @@ def emulation_of(scenario: Scenario, combo: Mapping[str, Any]) -> dict:
     """The run's emulated accelerator, resolved for its workload, batch and precision (empty if none)."""
     if scenario.emulation is None:
         return {}
-    return accelerators.resolve(scenario.emulation, combo["workload"], combo["batch_per_worker"], combo["precision"])
+    return accelerators.resolve(scenario.emulation, combo["workload"], combo["batch_per_worker"], combo["precision"],
+                                combo["size"], combo["nodes"], combo["procs_per_node"])
 
 
 def storage_as_data(storage, options) -> dict:

@@ -179,7 +179,8 @@ def _check_profiles(scenario: Scenario, where: Where) -> None:
         return
     for combo in combinations(scenario):
         try:
-            accelerators.resolve(scenario.emulation, combo["workload"], combo["batch_per_worker"], combo["precision"])
+            accelerators.resolve(scenario.emulation, combo["workload"], combo["batch_per_worker"], combo["precision"],
+                                combo["size"], combo["nodes"], combo["procs_per_node"])
         except UserError as exc:
             raise where.sub("emulation").error("accelerator", str(exc).removeprefix("emulation: ")) from None
 

@@ -4,11 +4,15 @@ network-namespace hosts this machine can make (``tools/netns_hosts.py``)."""
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 
 from harness.base import network
 from harness.base.errors import UserError
+from harness.contract import emulated_cluster
 from harness.contract.spec import RunSpec
 
 NETNS_DIR = Path("/run/netns")  # where ip netns keeps the named namespaces
@@ -54,12 +58,25 @@ def check(spec: RunSpec, hosts: tuple[str, ...], given_addresses: tuple[str, ...
             return f"no network namespace {', '.join(absent)} (start them: tools/netns_hosts.sh start {spec.nodes})"
     if spec.network != network.UNLIMITED and (remote != RemoteShell.NETNS or spec.nodes < 2):
         return "network caps are applied only between network-namespace hosts (remote = \"netns\", nodes >= 2)"
+    if spec.emulation and emulated_cluster.shapes_links(spec.emulation):
+        if remote != RemoteShell.NETNS or not hosts:
+            return (f"emulated links are shaped only on network-namespace hosts: set [launcher_options.{launcher}] "
+                    f"hosts and remote = \"netns\" (tools/netns_hosts.sh start {spec.nodes})")
+        if spec.network != network.UNLIMITED:
+            return "network caps and emulated links both shape the hosts' links: give one of them"
     return None
 
 
 def shaping(spec: RunSpec, hosts: tuple[str, ...], remote: RemoteShell, interface: str) -> tuple[tuple[str, ...], ...]:
-    """Commands that set each used host's link to the run's ``network`` value (netns hosts only)."""
-    if remote != RemoteShell.NETNS or spec.nodes < 2:
+    """Commands that set each used host's link to the run's ``network`` value, or an emulated cluster's
+    links (harness.contract.emulated_cluster), on network-namespace hosts only."""
+    if remote != RemoteShell.NETNS:
+        return ()
+    if spec.emulation and emulated_cluster.shapes_links(spec.emulation):
+        return tuple(command for host in hosts[: spec.nodes]
+                     for command in emulated_cluster.shaping(spec.emulation, prefix(remote, host), interface,
+                                                             spec.procs_per_node, spec.nodes))
+    if spec.nodes < 2:
         return ()
     return tuple((*prefix(remote, host), *network.shaping_argv(interface, spec.network))
                  for host in hosts[: spec.nodes])
@@ -75,3 +92,24 @@ def oversubscribed(spec: RunSpec, hosts: tuple[str, ...], cpu_count: int | None 
         return None
     return (f"{spec.procs_per_node} ranks on this machine's {cores} cores (more than {MAX_RANKS_PER_CORE} per "
             f"core): give hosts in [launcher_options.{spec.launcher}], or fewer procs_per_node")
+
+
+NETNS_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "netns_hosts.sh"
+EMULATED_PREFIX = "rosetta-emu"  # the emulated cluster's namespaces (tools/netns_hosts.sh's ROSETTA_NETNS_PREFIX)
+
+
+@contextmanager
+def namespace_hosts(count: int, prefix: str = EMULATED_PREFIX) -> Iterator[dict[str, str]]:
+    """``count`` hosts made of network namespaces for the length of the block ({name: address}), then
+    removed. Needs root (``ip netns``); a one-line error says so, or what the script answered."""
+    if os.geteuid() != 0:
+        raise UserError(f"the emulated cluster's hosts are network namespaces, which need root: run as root, or "
+                        f"start them (sudo {NETNS_SCRIPT} start {count}) and name them in a scenario")
+    env = {**os.environ, "ROSETTA_NETNS_PREFIX": prefix}
+    done = subprocess.run([str(NETNS_SCRIPT), "start", str(count)], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise UserError(f"{NETNS_SCRIPT.name} start {count}: {(done.stderr or done.stdout).strip()[-300:]}")
+    try:
+        yield dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    finally:
+        subprocess.run([str(NETNS_SCRIPT), "stop"], capture_output=True, env=env, check=False)

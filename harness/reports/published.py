@@ -103,6 +103,17 @@ def published_scenario(ref: Reference, *, launcher: str = "auto", device: str = 
     The keyword overrides make a scaled-down version of the same path (a tiny size, CPU, a small
     batch, fp32) for machines without the published hardware; ``None`` keeps the published value.
     """
+    doc = published_document(ref, launcher=launcher, device=device, settings=settings, size=size,
+                             batch_per_worker=batch_per_worker, precision=precision,
+                             launcher_options=launcher_options)
+    return scenario.parse(doc, f"{ref.path} [published]", default_name=doc["name"])
+
+
+def published_document(ref: Reference, *, launcher: str = "auto", device: str = "cuda",
+                       settings: Mapping[str, Any] | None = None, size: str | None = None,
+                       batch_per_worker: int | None = None, precision: str | None = None,
+                       launcher_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`published_scenario`'s document (a scenario file's tables), before it is parsed."""
     pub = _published(ref)
     combos = []
     for p in points(ref):
@@ -118,24 +129,10 @@ def published_scenario(ref: Reference, *, launcher: str = "auto", device: str = 
            "matrix": {k: v for k, v in combos[0].items()}, "include": combos[1:],
            "launcher_options": dict(launcher_options or {})}
     reproduce.fit_warmup(doc["settings"])
-    return scenario.parse(doc, f"{ref.path} [published]", default_name=doc["name"])
+    return doc
 
 
 def _published(ref: Reference):
     if ref.published is None:
         raise UserError(f"{ref.id}: no [published] configuration in {ref.path}; only the reduced run exists")
     return ref.published
-
-
-def references_table():
-    """``rosetta reproduce --list``: each reference and what of it runs here (from the registries), a rich table."""
-    from rich.table import Table
-
-    from harness.reports import reference
-
-    table = Table(title="Published references (results/reference/): what runs here follows from the registries")
-    for col in ("id", "unit", "reduced run here", "--at published"):
-        table.add_column(col)
-    for ref in reference.all_references().values():
-        table.add_row(ref.id, ref.unit, reduced_here(ref), published_here(ref))
-    return table

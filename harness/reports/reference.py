@@ -113,7 +113,7 @@ class PublishedRun:
 class Published:
     """The published configuration as data (``[published]``): what ``--at published`` runs at every
     point of the series (GPUs -> nodes of ``gpus_per_node``) and what the scaling model predicts
-    from. Links are names in harness/scaling/interconnects.toml; ``inter_link`` "" = one node only."""
+    from. Links are names in harness/contract/interconnects.toml; ``inter_link`` "" = one node only."""
 
     workload: str
     gpus_per_node: int = field(metadata={"min": 1})
@@ -123,6 +123,7 @@ class Published:
     storage: str = "synthetic"
     inter_link: str = ""
     algorithm: str = "hierarchical"  # how the source's library reduces (NCCL: within, then across nodes)
+    accelerator: str = ""  # the emulated accelerator (harness/contract/accelerators.toml) for --at emulated
     runs: tuple[PublishedRun, ...] = ()  # from [[published.runs]]
 
 

@@ -22,14 +22,15 @@ import pandas as pd
 from harness.base.errors import UserError
 from harness.results import integrity
 
-SCHEMA_VERSION = 4  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
+SCHEMA_VERSION = 5  # 2: emulated accelerators (accelerator ... loader_cpu_bound), checkpoint_* and plain_throughput;
 # added within 2 (older rows read back with them empty): stage_layers, stage_flops_shares, stage_time_shares,
 # partitions_loaded, partition_load_s_p50, partition_load_s_max, partition_load_mb_s; rules, dataset_bytes ...
 # mlperf_replication_spread (the page-cache flag and MLPerf Storage's rules);
 # 3: model FLOPs and MFU (model_flops_per_sample ... mfu), peak memory of every strategy's ranks (peak_rss_mb
 # now from every rank's supervisor) and accelerator memory (peak_gpu_*);
 # 4: what else ran on the machine (other_cpu_share, load_avg, steal_share, cpu_mhz, machine_busy, busy_note)
-READABLE_VERSIONS = (1, 2, 3, 4)  # older tables read back with the new columns empty (machine_busy: unknown)
+# 5: the emulated cluster (exchange, intra_link, inter_link, dilation, emulation_late_s, emulation_saturated)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older tables read back with the new columns empty (machine_busy: unknown)
 
 # Column -> pandas dtype. Order is the order in files.
 COLUMNS: dict[str, str] = {
@@ -142,6 +143,12 @@ COLUMNS: dict[str, str] = {
     "host_cpu_busy": "Float64",  # the machine's CPU busy fraction in the window (every process on it)
     "loader_busy": "Float64",  # a rank's loader processes' CPU seconds / (window x loader workers), worst rank
     "loader_cpu_bound": "boolean",  # AU under threshold, worst data stall >= a quarter of the shortfall, CPUs or loaders saturated
+    "exchange": "string",  # device emulated: barrier (MLPerf Storage's) | gradients (the emulated cluster's)
+    "intra_link": "string",  # the emulated link between GPUs of a host (harness/contract/interconnects.toml)
+    "inter_link": "string",  # the emulated network card of each host
+    "dilation": "Float64",  # time dilation k: measured seconds were divided by it (throughput x k)
+    "emulation_late_s": "Float64",  # how far behind its profiled schedule the emulated compute ran, worst rank (s, dilated)
+    "emulation_saturated": "boolean",  # this machine's CPU, not the emulated cluster, limited the step (host_cpu_busy)
     "checkpoint_mode": "string",  # single (rank 0 writes one file, every rank reads it) | sharded (one per rank)
     "checkpoint_bytes": "Int64",  # bytes written by all ranks
     "checkpoint_save_s": "Float64",  # save phase: slowest rank's seconds from the starting barrier

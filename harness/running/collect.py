@@ -17,6 +17,7 @@ from harness.contract.events import IMAGE_FILE, RankRecord
 from harness.contract.spec import RunSpec
 from harness.contract.worker import log_path
 from harness.results import metrics
+from harness.running.emulation_fields import dilation, emulation_fields
 from harness.running.execute import Outcome
 
 REASON_MAX_CHARS = 600
@@ -163,10 +164,11 @@ def training(ranks: list[RankRecord]) -> list[RankRecord]:
 def measurement_fields(ranks: list[RankRecord], run_dir: Path) -> dict[str, Any]:
     """Throughput and step-time fields of a run whose every training rank reported a window. A rank that
     trains nothing adds its window if it reported one (a coordinator's, which spans every worker's steps)."""
-    per_step = metrics.step_times([r.step_seconds for r in training(ranks)])
+    k = dilation(ranks)  # an emulated cluster's: its seconds are the measured ones / k
+    per_step = [t / k for t in metrics.step_times([r.step_seconds for r in training(ranks)])]
     timed = [r for r in ranks if r.window]
     samples = [r.window["samples"] for r in timed]
-    windows = [r.window["seconds"] for r in timed]
+    windows = [r.window["seconds"] / k for r in timed]
     losses = ranks[0].losses
     sampled = [(telemetry.read(run_dir, r.rank), r.window.get("start_time", math.inf),
                 r.window.get("end_time", -math.inf)) for r in timed]
@@ -347,37 +349,6 @@ def worker_facts(ranks: list[RankRecord], framework_module: str) -> dict[str, An
         facts["weights_consistent"] = len(checksums) == 1
         facts["weights_checksum"] = ranks[0].end["weights_checksum"]
     return facts
-
-
-CPU_SATURATED = 0.9  # busy fraction of the machine's CPUs, or of a rank's loader processes, taken as saturated
-
-
-def emulation_fields(ranks: list[RankRecord]) -> dict[str, Any]:
-    """An emulated accelerator's columns (empty otherwise): AU of the slowest rank and its verdict, how
-    far the sleeps were from the profiled time, and whether the loader was CPU-bound: AU below the
-    threshold, the worst rank waiting for batches at least a quarter of what AU lost, while the machine's
-    CPUs or the rank's loader processes were saturated (then the pipeline's CPU, not storage, limits)."""
-    reported = [r.emulation for r in ranks if r.emulation]
-    if not reported:
-        return {}
-    first = reported[0]
-    au = min(e["au"] for e in reported)
-    steps = len(ranks[0].step_seconds) or 1
-    host = [e["host_cpu_busy"] for e in reported if e.get("host_cpu_busy") is not None]
-    loader = [e["loader_busy"] for e in reported if e.get("loader_busy") is not None]
-    saturated = max(host, default=0.0) >= CPU_SATURATED or max(loader, default=0.0) >= CPU_SATURATED
-    # the loader, not the barrier or the sleeps, lost the AU: the worst rank waited for batches at least a
-    # quarter of the shortfall (with N ranks the barrier passes each step's slowest wait on to all of them)
-    stall = max((r.data["data_wait_s"] / r.data["window_s"] for r in ranks if r.data), default=0.0)
-    input_bound = stall >= (1 - au) / 4
-    return {
-        "accelerator": first["accelerator"], "compute_s": first["compute_s"], "compute_source": first["source"],
-        "emulated_step": first["step"],
-        "compute_error_frac": max(abs(e["slept_s"] / steps - e["compute_s"]) / e["compute_s"] for e in reported),
-        "au": au, "au_threshold": first["au_threshold"], "au_ok": au >= first["au_threshold"],
-        "host_cpu_busy": max(host) if host else None, "loader_busy": max(loader) if loader else None,
-        "loader_cpu_bound": bool(au < first["au_threshold"] and input_bound and saturated),
-    }
 
 
 def checkpoint_fields(ranks: list[RankRecord]) -> dict[str, Any]:

@@ -177,6 +177,7 @@ def skip_reason(spec: RunSpec, max_workers: int | None = None) -> str | None:
     return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.launcher, spec.device)
             or info.unsupported_numerics(spec.workload, spec.precision, spec.memory_format, spec.compile,
                                          spec.device)
+            or info.unsupported_exchange(spec.strategy, spec.emulation)
             or launchers.unsupported_reason(spec.launcher, spec)
             or strategies.placement_reason(spec.strategy, spec.strategy_options, spec.nodes, spec.world_size)
             or strategies.shard_reason(spec.strategy, spec.workload_options, spec.world_size)

@@ -1,6 +1,6 @@
 """``rosetta project``: the scaling model where no machine here reaches, 8 to 1024 GPUs.
 
-Interconnects and single-GPU baselines are data (harness/scaling/interconnects.toml, format 1):
+Interconnects and single-GPU baselines are data (harness/contract/interconnects.toml, format 1):
 the network between nodes is one link preset, the link within a node another.
 """
 
@@ -16,11 +16,12 @@ from harness.base import config
 from harness.base.errors import UserError
 from harness.comm import results as comm_results
 from harness.contract.axes import CommAlgorithm
+from harness.contract.emulated_cluster import INTERCONNECTS_FILE
 from harness.reports.charts import save_figure
 from harness.scaling import check as scaling_check
 from harness.scaling.model import GRADIENT_BYTES_PER_PARAMETER, Link, Network, link_from_allreduce, predict
 
-PRESETS_FILE = Path(__file__).resolve().with_name("interconnects.toml")
+PRESETS_FILE = INTERCONNECTS_FILE  # the links are the emulated cluster's too
 PRESETS_FORMAT = 1
 DEFAULT_WORKERS = tuple(2 ** k for k in range(3, 11))  # 8 .. 1024
 

@@ -1,0 +1,227 @@
+"""Emulated accelerators with real gradients, for PyTorch DDP and Horovod PyTorch (device emulated,
+``exchange = "gradients"``: harness/contract/emulated_cluster.py).
+
+The rank holds the real model's parameters (built as a training rank builds it: the same tensors, sizes
+and order) and does none of its math. An emulated step's forward sleeps its share of the profiled
+compute time layer by layer; its backward sleeps each layer's share in reverse order and then hands
+autograd that layer's gradients (a constant: their values are not what is measured), so that each
+gradient is ready when a GPU's backward would have made it. What happens next is the framework's own:
+DDP's reducer fills its buckets and starts their allreduce while earlier layers still "compute", a
+strategy's comm hook compresses them (1-bit SGD), Horovod's hooks hand them to its background thread's
+fusion buffer and cycle, local SGD averages the weights every few steps. The optimizer's update is not
+run: on a GPU it is inside the profiled step time, and here it would be this CPU's work, undilated.
+
+Shares: each module that owns parameters gets its own FLOPs in one forward pass (torch's FlopCounterMode
+on the meta device, at the workload's real input shape; what its submodules count is theirs), the ops of
+modules without parameters (activations, pooling, attention's matmuls) spread in proportion; forward 1/3
+and backward 2/3 of the step (the equivalence contract's 3 x forward). Every sleep lasts the run's dilation
+k times its share; sleeps aim at deadlines from the pass's start, so a late wake-up is caught up and the
+time behind schedule (``late_s``: this machine's CPU was short) is counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from frameworks.shared.pytorch.training import build_model, loss_of
+from harness.contract.emulation import CpuWindow
+from harness.contract.equivalence import fixed_batch
+from harness.contract.events import EventWriter
+from harness.contract.spec import RunSpec
+
+GRADIENT_VALUE = 1e-4  # every emulated gradient's entries
+FORWARD_SHARE = 1 / 3  # of a training step's compute: the backward takes twice the forward (model_flops)
+
+
+@dataclass
+class Schedule:
+    """Deadlines of one pass (s from its start, dilated) and the time the pass ran behind them."""
+
+    offsets: list[float]
+    start: float = 0.0
+    late_s: float = 0.0
+
+    def begin(self) -> None:
+        self.start = time.perf_counter()
+
+    def wait(self, index: int) -> None:
+        """Sleep until layer ``index``'s deadline (none when already past it: counted as late)."""
+        remaining = self.start + self.offsets[index] - time.perf_counter()
+        if remaining > 0:
+            time.sleep(remaining)
+        elif index == len(self.offsets) - 1:
+            self.late_s -= remaining  # behind at the pass's end: what the CPU could not keep up with
+
+
+class EmulatedModel(nn.Module):
+    """The real model's parameters under a forward and backward that take the profiled time.
+
+    ``forward(*anything)`` ignores its inputs and returns a scalar whose backward produces every
+    parameter's gradient at its layer's time. ``model`` stays a submodule, so parameter names, order and
+    buffers are the real model's (DDP broadcasts the buffers, a checkpoint holds the real state)."""
+
+    def __init__(self, model: nn.Module, shares: list[float], compute_s: float, dilation: float):
+        super().__init__()
+        self.model = model
+        self.groups = [list(m.parameters(recurse=False)) for m in _owners(model)]
+        step = compute_s * dilation
+        forward = [s * step * FORWARD_SHARE for s in shares]
+        backward = [s * step * (1 - FORWARD_SHARE) for s in reversed(shares)]
+        self.forward_clock = Schedule(_cumulative(forward))
+        self.backward_clock = Schedule(_cumulative(backward))
+        self.carry = torch.zeros(())
+
+    def forward(self, *args, **kwargs) -> torch.Tensor:
+        self.forward_clock.begin()
+        carry = self.carry
+        count = len(self.groups)
+        for index, params in enumerate(self.groups):
+            carry = _TimedLayer.apply(carry, self, index, count, *params)
+        return carry
+
+    @property
+    def late_s(self) -> float:
+        return self.forward_clock.late_s + self.backward_clock.late_s
+
+
+class _TimedLayer(torch.autograd.Function):
+    """One layer: its forward waits for its forward deadline; its backward for its backward deadline, then
+    returns its parameters' gradients (the first layer's backward call begins the backward pass's clock)."""
+
+    @staticmethod
+    def forward(ctx, carry, owner, index, count, *params):
+        ctx.owner, ctx.position, ctx.params = owner, count - 1 - index, params
+        owner.forward_clock.wait(index)
+        return carry.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        clock = ctx.owner.backward_clock
+        if ctx.position == 0:
+            clock.begin()
+        clock.wait(ctx.position)
+        return (grad, None, None, None, *(torch.full_like(p, GRADIENT_VALUE) for p in ctx.params))
+
+
+def _owners(model: nn.Module) -> list[nn.Module]:
+    """The modules that own parameters themselves, in registration order (the forward's, for our models)."""
+    return [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
+
+
+def _cumulative(durations: list[float]) -> list[float]:
+    total, out = 0.0, []
+    for d in durations:
+        total += d
+        out.append(total)
+    return out
+
+
+def layer_shares(spec: RunSpec) -> list[float]:
+    """Each parameter-owning module's share of the step's compute (they sum to 1), from its own forward
+    FLOPs counted on the meta device (no memory, no math); by parameter count where no FLOPs are seen."""
+    options = dict(spec.workload_options)
+    with torch.device("meta"):
+        model = build_model(spec.workload, options).eval()  # eval: BatchNorm takes a batch of one at any size
+    batch = {k: torch.from_numpy(v).to("meta") for k, v in fixed_batch(spec.workload, options, 1, 0).items()}
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss_of(spec.workload, model, batch)  # the call a training step makes
+    counts = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+    named = dict(model.named_modules())
+    owners = _owners(model)
+    own = []
+    for module in owners:
+        name = next(n for n, m in named.items() if m is module)
+        total = counts.get(_counter_name(model, name), 0)
+        children = sum(counts.get(_counter_name(model, f"{name}.{c}" if name else c), 0)
+                       for c, _ in module.named_children())
+        own.append(max(0, total - children))
+    if sum(own) == 0:
+        own = [sum(p.numel() for p in m.parameters(recurse=False)) for m in owners]
+    total = sum(own)
+    return [o / total for o in own]
+
+
+def _counter_name(model: nn.Module, name: str) -> str:
+    """FlopCounterMode's key of a submodule: the root's class name, then the dotted path."""
+    root = type(model).__name__
+    return f"{root}.{name}" if name else root
+
+
+def build(spec: RunSpec) -> EmulatedModel:
+    """The rank's emulated model: the real one (the seed's weights) with its layers' shares of the step."""
+    model = build_model(spec.workload, dict(spec.workload_options))
+    emulation = spec.emulation
+    return EmulatedModel(model, layer_shares(spec), float(emulation["compute_s"]), float(emulation["dilation"]))
+
+
+def applies(spec: RunSpec) -> bool:
+    """Whether the run's emulated accelerators exchange real gradients (else: a barrier, no model)."""
+    return spec.emulation.get("exchange") == "gradients"
+
+
+HOROVOD_CYCLE_TIME_MS = 1.0  # Horovod 0.28's default cycle time (HOROVOD_CYCLE_TIME, ms)
+
+
+def horovod_environment(spec: RunSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """Horovod's own clock dilated with the step: its background loop's cycle time (ms) x k, so that a cycle
+    is as short beside a dilated step as beside a real one (its fusion threshold is in bytes: unchanged)."""
+    cycle = float(environ.get("HOROVOD_CYCLE_TIME", HOROVOD_CYCLE_TIME_MS))
+    return {"HOROVOD_CYCLE_TIME": f"{cycle * float(spec.emulation['dilation']):g}"}
+
+
+def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, next_batch: Callable[[], object],
+                  after: Callable[[], None] = lambda: None) -> Callable[[], torch.Tensor]:
+    """An emulated step: the real batch fetched (the loader's work is real), the timed forward and backward
+    through ``model`` (DDP's wrapper, whose backward ends when its last bucket's allreduce has), a strategy's
+    ``after`` (local SGD's averaging); returns the scalar the backward ran from. No update (see above)."""
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        next_batch()
+        out = model()
+        out.backward()
+        after()
+        return out.detach()
+
+    return step
+
+
+class Watch:
+    """The ``emulation`` record of an emulated rank with real gradients: the machine's CPU over the window
+    (harness.contract.emulation.CpuWindow) and how far the schedule ran behind, beside the profile."""
+
+    def __init__(self, spec: RunSpec, model: EmulatedModel):
+        self.spec, self.model = spec, model
+        self.cpu = CpuWindow()
+        self.late_at_window = 0.0
+        if spec.warmup_steps == 0:
+            self.between_steps(0)
+
+    def between_steps(self, done: int) -> None:
+        if done == self.spec.warmup_steps:
+            self.cpu.begin()
+            self.late_at_window = self.model.late_s
+
+    def around(self, between_steps: Callable[[int], None]) -> Callable[[int], None]:
+        """``between_steps`` of the loop, with the window's start noted."""
+        def both(done: int) -> None:
+            between_steps(done)
+            self.between_steps(done)
+        return both
+
+    def record(self, events: EventWriter, window: dict[str, float]) -> None:
+        emulation, steps = self.spec.emulation, self.spec.measured_steps
+        k, compute_s = float(emulation["dilation"]), float(emulation["compute_s"])
+        late = self.model.late_s - self.late_at_window
+        events.emit("emulation", accelerator=emulation["accelerator"], compute_s=compute_s,
+                    slept_s=compute_s * steps - late / k, late_s=late, dilation=k, exchange=emulation["exchange"],
+                    intra_link=emulation["intra_link"], inter_link=emulation["inter_link"],
+                    au=compute_s * k * steps / window["seconds"], au_threshold=emulation["au_threshold"],
+                    step=emulation["step"], source=emulation["source"], **self.cpu.end(window["seconds"], 0))

@@ -1,0 +1,139 @@
+"""An emulated GPU cluster on one machine: emulated accelerators whose real gradients cross time-dilated
+links (device ``emulated``, ``exchange = "gradients"`` in ``[emulation]``; no deep-learning import here).
+
+The hosts are network namespaces (harness.launchers.hosts, ``remote = "netns"``), the GPUs of a host its
+ranks. Two links are capped with Linux's ``tbf`` (their rate: :func:`tbf_argv`), both named in
+``interconnects.toml`` beside this module: ``inter_link``, each host's network card (``eth0``: every byte
+a host sends to another crosses it, as on a cluster where a node's GPUs share its NICs), and ``intra_link``,
+the link between GPUs of one host (``lo``: ranks of one namespace talk over loopback TCP, gloo's and Open
+MPI's ``tcp`` transport alike, so shaping it stands in for PCIe or NVLink; one queue carries all of the
+host's GPUs' traffic, so it is given their summed rate).
+
+Time dilation: with a factor k every compute sleep lasts k times the profiled time and every link carries
+1/k of its rate, so that the real CPU work of this machine (copying and reducing
+gradients, the kernel's TCP) stays small beside the dilated step; the harness divides measured times by k
+(:func:`emulated_seconds`). ``dilation = 0`` picks k with :func:`auto_dilation`. The emulation checks
+itself afterwards: where this machine's CPU was busy for most of the window (:data:`SATURATED_CPU`), what
+limited the step was the emulator, and the row says ``emulation_saturated``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.base import config, network
+from harness.base.errors import UserError
+
+INTERCONNECTS_FILE = Path(__file__).with_name("interconnects.toml")
+
+# CPU seconds this machine spends per byte of gradient one rank exchanges in a ring allreduce over local
+# TCP (its send and receive copies in the kernel, gloo's or MPI's reduction): measured on the 2-core Intel
+# Xeon of benchmarks/RESULTS.md ("emulated cluster"), 16 ranks of ResNet-50's 102 MB, about 0.9 GB/s per core.
+CPU_S_PER_EXCHANGED_BYTE = 1 / 0.9e9
+# and per byte of gradient a rank makes each step (filling it, autograd's accumulation, DDP's bucket copy)
+CPU_S_PER_MADE_BYTE = 1 / 4e9
+DILATION_MARGIN = 10  # auto: the CPU's exchange work at most a tenth of the dilated communication's time
+MAX_DILATION = 2000.0
+SATURATED_CPU = 0.75  # the machine's busy fraction over the window beyond which the emulator, not the
+#                       emulated cluster, limited the step (the dilated step is mostly sleeps when valid)
+
+
+class Exchange(str, Enum):
+    """How an emulated rank stands in for the gradient exchange."""
+
+    BARRIER = "barrier"  # MLPerf Storage's method: the profiled sleep, then a barrier; no model
+    GRADIENTS = "gradients"  # the model's parameters, real gradients through the framework's own machinery
+
+
+@dataclass(frozen=True)
+class Link:
+    """One named link of interconnects.toml: effective bandwidth each direction (bytes/s) and latency (s)."""
+
+    name: str
+    bandwidth_Bps: float
+    latency_s: float
+
+
+def link(name: str, path: Path = INTERCONNECTS_FILE) -> Link:
+    """The ``[link.NAME]`` preset, or a bare rate in the ``network`` axis's notation (e.g. ``2gbit``: that
+    rate, no latency); a one-line error naming the known ones."""
+    if network.RATE.match(name):
+        return Link(name, network.bits_per_s(name) / 8, 0.0)
+    doc = config.read_toml(path)
+    links = doc.get("link", {})
+    if name not in links:
+        raise UserError(f"emulation: unknown link {name!r}; known: {', '.join(links)} ({path.name}), "
+                        f"or a rate like '2gbit'")
+    preset = links[name]
+    return Link(name, float(preset["bandwidth_GBps"]) * 1e9, float(preset["latency_us"]) * 1e-6)
+
+
+def ring_allreduce_s(link_: Link, ranks: int, nbytes: float) -> float:
+    """A ring allreduce's time over ``link_`` (each rank sends 2(n-1)/n of the bytes, 2(n-1) steps)."""
+    if ranks < 2:
+        return 0.0
+    return 2 * (ranks - 1) * link_.latency_s + 2 * (ranks - 1) / ranks * nbytes / link_.bandwidth_Bps
+
+
+def undilated_exchange_s(intra: Link | None, inter: Link | None, nodes: int, procs_per_node: int,
+                         gradient_bytes: float) -> float:
+    """The slowest link's share of one step's ring allreduce, undilated (s): what k must stretch."""
+    world = nodes * procs_per_node
+    times = []
+    if inter is not None and nodes > 1:
+        times.append(ring_allreduce_s(inter, world, gradient_bytes))
+    if intra is not None and procs_per_node > 1:
+        times.append(ring_allreduce_s(intra, world if nodes == 1 else procs_per_node, gradient_bytes))
+    return max(times, default=0.0)
+
+
+def auto_dilation(world: int, gradient_bytes: float, exchange_s: float, compute_s: float, cores: int) -> float:
+    """k such that this machine's CPU work of one step (every rank's gradients made and exchanged, spread
+    over the cores the ranks can use) is at most 1/DILATION_MARGIN of the dilated exchange (or of the
+    dilated compute, where the exchange is shorter), rounded up to a power of two, at most MAX_DILATION."""
+    per_byte = CPU_S_PER_MADE_BYTE + (CPU_S_PER_EXCHANGED_BYTE if world > 1 else 0.0)
+    cpu_s = world * gradient_bytes * per_byte / max(1, min(cores, world))
+    window = max(exchange_s, compute_s, 1e-9)
+    wanted = DILATION_MARGIN * cpu_s / window
+    return float(min(MAX_DILATION, 2 ** math.ceil(math.log2(max(1.0, wanted)))))
+
+
+def tbf_argv(interface: str, link_: Link, dilation: float, share: int = 1) -> tuple[str, ...]:
+    """``tc`` capping ``interface`` at ``share`` x the link's rate / k (a token bucket: ``tbf``).
+
+    The rate only: the link's latency is not added (``netem``, which could, is not in every kernel, this
+    machine's included); the real loopback's or veth's tens of microseconds, divided by k, stand for it,
+    which is below every preset's. For a gradient exchange of megabytes in buckets of 25 MB the rate is
+    what counts; the latency would matter for small messages."""
+    rate_bits = max(8e3, link_.bandwidth_Bps * 8 * share / dilation)
+    burst = max(256 * 1024, int(rate_bits / 8 / 250))  # above loopback's 64 KiB packets; the timer's 4 ms
+    return ("tc", "qdisc", "replace", "dev", interface, "root", "tbf", "rate", f"{int(rate_bits)}bit",
+            "burst", str(burst), "latency", "200ms")
+
+
+RESET = ("pfifo", "limit", "1000")  # an unshaped interface
+
+
+def shaping(emulation: Mapping[str, Any], prefix: tuple[str, ...], interface: str, procs_per_node: int,
+            nodes: int) -> tuple[tuple[str, ...], ...]:
+    """The commands that shape one emulated host (run inside it through ``prefix``): each of its two
+    interfaces to its link, or unshaped where the run names none (a namespace keeps an earlier run's)."""
+    k = float(emulation["dilation"])
+    inter, intra = emulation.get("inter_link"), emulation.get("intra_link")
+    return ((*prefix, *(tbf_argv(interface, link(inter), k) if inter and nodes > 1
+                        else ("tc", "qdisc", "replace", "dev", interface, "root", *RESET))),
+            (*prefix, *(tbf_argv("lo", link(intra), k, share=procs_per_node) if intra and procs_per_node > 1
+                        else ("tc", "qdisc", "replace", "dev", "lo", "root", *RESET))))
+
+
+def shapes_links(emulation: Mapping[str, Any]) -> bool:
+    return bool(emulation.get("inter_link") or emulation.get("intra_link"))
+
+
+def emulated_seconds(seconds: float, emulation: Mapping[str, Any] | None) -> float:
+    """Measured wall seconds as the emulated cluster's (divided by the run's dilation)."""
+    return seconds / float((emulation or {}).get("dilation", 1.0) or 1.0)

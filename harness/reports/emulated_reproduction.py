@@ -1,0 +1,113 @@
+"""``rosetta reproduce NAME --at emulated``: a reference's published configuration on the emulated GPU cluster
+(harness/contract/emulated_cluster.py): the published GPUs per node, nodes per point, batch, precision,
+framework and interconnect, each GPU an emulated accelerator (``[published] accelerator``) whose real
+gradients cross the published links, shaped and time-dilated, between network-namespace hosts.
+
+What covers a reference is data on both sides: its ``[published]`` accelerator, links and runs, and the
+registries (an accelerator profile for every run's batch and precision; the framework's declared
+``emulated_exchanges``). A point that needs more emulated ranks than this machine's memory holds is a
+skipped row saying so (each rank holds the model's parameters, gradients and the exchange's buffers).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import psutil
+
+import frameworks
+from harness.base.errors import UserError
+from harness.contract import accelerators, model_flops
+from harness.contract.axes import Precision, Size, Strategy, Workload
+from harness.contract.workloads import WORKLOADS
+from harness.experiment import scenario
+from harness.reports.published import points, published_document
+from harness.reports.reference import Reference
+
+RANK_BASE_BYTES = 450e6  # an emulated rank's own memory before its model (Python, torch, gloo, its loader)
+RANK_BYTES_PER_GRADIENT_BYTE = 4  # parameters, gradients, DDP's buckets or Horovod's fusion buffer, a spare
+MEMORY_SHARE = 0.8  # of the memory available now that the emulated ranks may take together
+# the launcher of a framework's ranks on namespace hosts: torchrun's rendezvous, else mpirun's daemons
+NETNS_LAUNCHERS = ("torchrun", "mpirun")
+
+
+def rank_bytes(ref: Reference) -> float:
+    """Bytes one emulated rank of the published model needs (RSS measured: 858 MB for ResNet-50's)."""
+    pub = ref.published
+    options = WORKLOADS[Workload(pub.workload)].options(Size(pub.size))
+    grad = 4 * max(pub.parameters, model_flops.weight_parameters(Workload(pub.workload), options))
+    return RANK_BASE_BYTES + RANK_BYTES_PER_GRADIENT_BYTE * grad
+
+
+def max_ranks(ref: Reference) -> int:
+    """Emulated ranks this machine's available memory holds at once."""
+    return max(1, int(psutil.virtual_memory().available * MEMORY_SHARE // rank_bytes(ref)))
+
+
+def coverage(ref: Reference) -> str | None:
+    """Why ``--at emulated`` cannot run the reference's published configuration, or None."""
+    pub = ref.published
+    if pub is None:
+        return "no [published] configuration"
+    if not pub.accelerator:
+        return "no [published] accelerator (a profile of harness/contract/accelerators.toml)"
+    for run in pub.runs:
+        if run.framework not in frameworks.names():
+            return f"no framework {run.framework}"
+        reason = frameworks.get(run.framework).unsupported_exchange(Strategy(run.strategy), {"exchange": "gradients"})
+        if reason:
+            return reason
+        try:
+            accelerators.lookup(pub.accelerator, Workload(pub.workload), run.batch_per_worker,
+                                Precision(run.precision), accelerators.load_profiles()[0])
+        except UserError as exc:
+            return str(exc).removeprefix("emulation: ")
+    return None
+
+
+def emulated_here(ref: Reference) -> str:
+    """``rosetta reproduce --list``'s column: what ``--at emulated`` runs of the reference, or why not."""
+    reason = coverage(ref) if ref.published is not None else None
+    if ref.published is None:
+        return "-"
+    if reason:
+        return f"no: {reason}"
+    pts = points(ref)
+    fits = max_ranks(ref)
+    most = max(p.gpus for p in pts)
+    beyond = "" if most <= fits else f"; points above {fits} GPUs skipped (memory: {rank_bytes(ref) / 1e6:.0f} MB a rank)"
+    return f"yes: {len(pts)} points, up to {most} emulated {ref.published.accelerator} GPUs{beyond}"
+
+
+def launcher_for(framework: str) -> str:
+    """The framework's first launcher that reaches network-namespace hosts."""
+    usable = [name for name in frameworks.get(framework).launchers if name in NETNS_LAUNCHERS]
+    if not usable:
+        raise UserError(f"{framework}: none of its launchers reaches network-namespace hosts ({', '.join(NETNS_LAUNCHERS)})")
+    return usable[0]
+
+
+def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
+                      dilation: float = 0.0) -> scenario.Scenario:
+    """The published configuration on emulated hosts ``hosts`` (name -> address): device emulated, real
+    gradients, the published links; warm-up 1, 4 measured steps and one repeat unless ``settings`` say
+    otherwise (a dilated step of 16 GPUs lasts tens of seconds)."""
+    reason = coverage(ref)
+    if reason:
+        raise UserError(f"{ref.id}: --at emulated: {reason}")
+    pub = ref.published
+    doc = published_document(ref, device="emulated", settings={"warmup_steps": 1, "measured_steps": 4, "repeats": 1,
+                                                               "timeout_s": 3600, **(settings or {})})
+    for combo in (doc["matrix"], *doc["include"]):
+        combo["launcher"] = launcher_for(combo["framework"])
+    names, addresses = list(hosts), list(hosts.values())
+    doc["launcher_options"] = {name: {"hosts": names, "addresses": addresses, "remote": "netns"}
+                               for name in NETNS_LAUNCHERS}
+    doc["emulation"] = {"accelerator": pub.accelerator, "exchange": "gradients", "intra_link": pub.intra_link,
+                        "inter_link": pub.inter_link, "dilation": dilation}
+    doc["name"], doc["description"] = f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
+    return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=doc["name"])
+
+
+def hosts_needed(ref: Reference) -> int:
+    return max(p.nodes for p in points(ref))

@@ -1,0 +1,19 @@
+"""``rosetta reproduce --list``: every reference and what of it runs here, each column from the registries."""
+
+from __future__ import annotations
+
+from harness.reports import reference
+from harness.reports.emulated_reproduction import emulated_here
+from harness.reports.published import published_here, reduced_here
+
+
+def references_table():
+    """``rosetta reproduce --list``: each reference and what of it runs here (from the registries), a rich table."""
+    from rich.table import Table
+
+    table = Table(title="Published references (results/reference/): what runs here follows from the registries")
+    for col in ("id", "unit", "reduced run here", "--at published", "--at emulated"):
+        table.add_column(col)
+    for ref in reference.all_references().values():
+        table.add_row(ref.id, ref.unit, reduced_here(ref), published_here(ref), emulated_here(ref))
+    return table

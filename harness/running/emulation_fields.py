@@ -1,0 +1,57 @@
+"""An emulated accelerator's columns of a result row (device emulated): MLPerf Storage's AU and its verdict,
+and the emulated cluster's dilation and validity (harness.contract.emulated_cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.contract import emulated_cluster
+from harness.contract.events import RankRecord
+
+CPU_SATURATED = 0.9  # busy fraction of the machine's CPUs, or of a rank's loader processes, taken as saturated
+
+
+def dilation(ranks: list[RankRecord]) -> float:
+    """The time dilation k of an emulated cluster's run (1 otherwise), as its ranks recorded it."""
+    return float(next((r.emulation["dilation"] for r in ranks if r.emulation and r.emulation.get("dilation")), 1.0))
+
+
+def emulation_fields(ranks: list[RankRecord]) -> dict[str, Any]:
+    """An emulated accelerator's columns (empty otherwise): AU of the slowest rank and its verdict, how
+    far the sleeps were from the profiled time, and whether the loader was CPU-bound: AU below the
+    threshold, the worst rank waiting for batches at least a quarter of what AU lost, while the machine's
+    CPUs or the rank's loader processes were saturated (then the pipeline's CPU, not storage, limits)."""
+    reported = [r.emulation for r in ranks if r.emulation]
+    if not reported:
+        return {}
+    first = reported[0]
+    au = min(e["au"] for e in reported)
+    steps = len(ranks[0].step_seconds) or 1
+    host = [e["host_cpu_busy"] for e in reported if e.get("host_cpu_busy") is not None]
+    loader = [e["loader_busy"] for e in reported if e.get("loader_busy") is not None]
+    saturated = max(host, default=0.0) >= CPU_SATURATED or max(loader, default=0.0) >= CPU_SATURATED
+    # the loader, not the barrier or the sleeps, lost the AU: the worst rank waited for batches at least a
+    # quarter of the shortfall (with N ranks the barrier passes each step's slowest wait on to all of them)
+    stall = max((r.data["data_wait_s"] / r.data["window_s"] for r in ranks if r.data), default=0.0)
+    input_bound = stall >= (1 - au) / 4
+    return {
+        "accelerator": first["accelerator"], "compute_s": first["compute_s"], "compute_source": first["source"],
+        "emulated_step": first["step"],
+        "compute_error_frac": max(abs(e["slept_s"] / steps - e["compute_s"]) / e["compute_s"] for e in reported),
+        "au": au, "au_threshold": first["au_threshold"], "au_ok": au >= first["au_threshold"],
+        "host_cpu_busy": max(host) if host else None, "loader_busy": max(loader) if loader else None,
+        "loader_cpu_bound": bool(au < first["au_threshold"] and input_bound and saturated),
+        **cluster_fields(reported),
+    }
+
+
+def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
+    """An emulated cluster's columns: its dilation, how late the schedule ran, and whether this machine's
+    CPU was what limited the step (emulated_cluster.SATURATED_CPU): then the row is not a prediction."""
+    if reported[0].get("exchange") != "gradients":
+        return {"exchange": reported[0].get("exchange", "barrier")}
+    busy = max((e["host_cpu_busy"] for e in reported if e.get("host_cpu_busy") is not None), default=None)
+    return {"exchange": "gradients", "dilation": reported[0]["dilation"],
+            "intra_link": reported[0]["intra_link"] or None, "inter_link": reported[0]["inter_link"] or None,
+            "emulation_late_s": max(e["late_s"] for e in reported) / reported[0]["dilation"],
+            "emulation_saturated": busy is not None and busy >= emulated_cluster.SATURATED_CPU}

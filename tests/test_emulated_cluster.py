@@ -1,0 +1,188 @@
+"""The emulated GPU cluster: emulated accelerators whose real gradients cross shaped, time-dilated links
+(harness/contract/emulated_cluster.py, frameworks/shared/pytorch/emulated_gradients.py)."""
+
+import time
+
+import pytest
+
+from harness.base.errors import UserError
+from harness.contract import emulated_cluster
+from harness.contract.axes import Device, Storage, Strategy, Workload
+from harness.experiment import matrix, scenario
+from harness.launchers import hosts
+
+SCENARIO = """
+name = "cluster"
+[settings]
+device = "emulated"
+warmup_steps = 1
+measured_steps = 2
+repeats = 1
+timeout_s = 600
+[emulation]
+accelerator = "v100"
+exchange = "gradients"
+intra_link = "PCIe3"
+inter_link = "10GbE"
+{emulation}
+[matrix]
+framework = "{framework}"
+workload = "resnet50"
+size = "{size}"
+batch_per_worker = 64
+nodes = {nodes}
+procs_per_node = {procs}
+launcher = "{launcher}"
+[launcher_options.{launcher}]
+hosts = {hosts}
+addresses = {addresses}
+remote = "netns"
+"""
+
+
+def _text(framework="torch_ddp", launcher="torchrun", nodes=2, procs=2, size="full", emulation="dilation = 8",
+          names=("h0", "h1", "h2", "h3"), addresses=("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")):
+    quoted = lambda xs: "[" + ", ".join(f'"{x}"' for x in xs) + "]"  # noqa: E731
+    return SCENARIO.format(framework=framework, launcher=launcher, nodes=nodes, procs=procs, size=size,
+                           emulation=emulation, hosts=quoted(names), addresses=quoted(addresses))
+
+
+def test_links_are_the_interconnect_presets_and_an_unknown_one_is_one_line():
+    ten = emulated_cluster.link("10GbE")
+    assert (ten.bandwidth_Bps, ten.latency_s) == (1.1e9, pytest.approx(25e-6))
+    with pytest.raises(UserError, match=r"unknown link 'Token-Ring'; known: 10GbE, 25GbE"):
+        emulated_cluster.link("Token-Ring")
+
+
+def test_tbf_caps_each_interface_at_the_dilated_rate():
+    argv = emulated_cluster.tbf_argv("lo", emulated_cluster.link("PCIe3"), dilation=20, share=4)
+    rate = argv[argv.index("rate") + 1]
+    assert argv[:6] == ("tc", "qdisc", "replace", "dev", "lo", "root") and rate == f"{int(10e9 * 8 * 4 / 20)}bit"
+    assert int(argv[argv.index("burst") + 1]) >= 256 * 1024  # above loopback's 64 KiB packets
+
+
+def test_auto_dilation_grows_with_the_ranks_exchange_and_stays_a_capped_power_of_two():
+    grad = 4 * 25_557_032
+    one = emulated_cluster.auto_dilation(1, grad, 0.0, 0.193, cores=2)
+    four = emulated_cluster.auto_dilation(4, grad, 0.015, 0.193, cores=2)
+    sixteen = emulated_cluster.auto_dilation(16, grad, 0.174, 0.193, cores=2)
+    assert 1 <= one < four < sixteen <= emulated_cluster.MAX_DILATION
+    assert all(k == 2 ** round(__import__("math").log2(k)) for k in (one, four, sixteen))
+    assert emulated_cluster.auto_dilation(4096, grad, 1e-6, 1e-6, cores=1) == emulated_cluster.MAX_DILATION
+
+
+def test_a_scenario_resolves_the_cluster_and_the_hosts_get_their_links(write_scenario):
+    specs = matrix.expand(scenario.load(write_scenario(_text())))
+    [spec] = specs
+    assert spec.emulation["exchange"] == "gradients" and spec.emulation["dilation"] == 8.0
+    assert (spec.emulation["intra_link"], spec.emulation["inter_link"]) == ("PCIe3", "10GbE")
+    commands = hosts.shaping(spec, ("h0", "h1", "h2"), hosts.RemoteShell.NETNS, "eth0")
+    assert len(commands) == 4  # two hosts used, two interfaces each
+    assert commands[0][:4] == ("ip", "netns", "exec", "h0") and "eth0" in commands[0] and "tbf" in commands[0]
+    assert "lo" in commands[1] and f"{int(10e9 * 8 * 2 / 8)}bit" in commands[1]
+    auto = matrix.expand(scenario.load(write_scenario(_text(emulation=""))))[0]
+    assert auto.emulation["dilation_auto"] and auto.emulation["dilation"] >= 2
+
+
+def test_one_host_of_one_gpu_leaves_both_interfaces_unshaped(write_scenario):
+    [spec] = matrix.expand(scenario.load(write_scenario(_text(nodes=1, procs=1))))
+    commands = hosts.shaping(spec, ("h0",), hosts.RemoteShell.NETNS, "eth0")
+    assert [c[-3:] for c in commands] == [("pfifo", "limit", "1000")] * 2
+
+
+def test_bad_cluster_settings_are_one_line_errors(write_scenario):
+    with pytest.raises(UserError, match=r"\[emulation\] accelerator: .*unknown link 'NVLink9'"):
+        scenario.load(write_scenario(_text().replace('"PCIe3"', '"NVLink9"')))
+    with pytest.raises(UserError, match=r'links and dilation need exchange = "gradients"'):
+        scenario.load(write_scenario(_text().replace('exchange = "gradients"', "")))
+    with pytest.raises(UserError, match=r"\[emulation\] exchange"):
+        scenario.load(write_scenario(_text().replace('"gradients"', '"pigeons"')))
+    [spec] = matrix.expand(scenario.load(write_scenario(_text())))
+    assert "network-namespace hosts" in hosts.check(spec, ("h0", "h1"), (), hosts.RemoteShell.SSH, "torchrun")
+
+
+def test_which_strategies_exchange_real_gradients_is_declared_per_framework():
+    import frameworks
+
+    gradients = {"exchange": "gradients"}
+    ddp, chainer = frameworks.get("torch_ddp"), frameworks.get("chainer")
+    assert ddp.unsupported_exchange(Strategy.ONEBIT, gradients) is None
+    assert "not ps_sync" in ddp.unsupported_exchange(Strategy.PS_SYNC, gradients)
+    assert ddp.unsupported_exchange(Strategy.PS_SYNC, {"exchange": "barrier"}) is None
+    assert "no emulated accelerators with real gradients" in chainer.unsupported_exchange(Strategy.ALLREDUCE,
+                                                                                            gradients)
+    assert ddp.unsupported_reason(Workload.RESNET50, Strategy.ALLREDUCE, Storage.SYNTHETIC, None,
+                                  Device.EMULATED) is None
+
+
+class _Spec:
+    def __init__(self, size="tiny", compute_s=0.06, dilation=2.0):
+        from harness.contract.axes import Size
+        from harness.contract.workloads import WORKLOADS
+
+        self.workload, self.workload_options = Workload.RESNET50, WORKLOADS[Workload.RESNET50].options(Size(size))
+        self.emulation = {"compute_s": compute_s, "dilation": dilation}
+
+
+def test_the_layers_share_the_step_by_their_own_flops():
+    pytest.importorskip("torch")
+    from frameworks.shared.pytorch import emulated_gradients
+
+    shares = emulated_gradients.layer_shares(_Spec(size="full"))
+    assert len(shares) == 107 and sum(shares) == pytest.approx(1.0)  # 53 convolutions, 53 norms, the classifier
+    assert shares[0] > 0.02 and shares[1] < 1e-3  # the stem's 7x7 convolution, then its BatchNorm
+
+
+def test_each_gradient_arrives_when_its_layer_backward_would_end():
+    """The emulated step lasts k x the profile; the classifier's gradient comes first, the stem's last."""
+    torch = pytest.importorskip("torch")
+    from frameworks.shared.pytorch import emulated_gradients
+
+    model = emulated_gradients.build(_Spec(compute_s=0.06, dilation=2.0))
+    params = list(model.parameters())
+    seen: dict[int, float] = {}
+
+    def noted(index):
+        def hook(_) -> None:
+            seen.setdefault(index, time.perf_counter())
+        return hook
+
+    for i, p in enumerate(params):
+        p.register_post_accumulate_grad_hook(noted(i))
+    start = time.perf_counter()
+    out = model(torch.zeros(3))  # inputs are ignored
+    forward_done = time.perf_counter()
+    out.backward()
+    end = time.perf_counter()
+    order = sorted(seen, key=seen.get)
+    assert len(seen) == len(params) and all(p.grad is not None and p.grad.shape == p.shape for p in params)
+    assert order[0] in (len(params) - 1, len(params) - 2) and order[-1] == 0  # fc first, the stem's weight last
+    assert forward_done - start == pytest.approx(0.04, abs=0.03)  # a third of 0.06 s x 2
+    assert end - start == pytest.approx(0.12, abs=0.05) and model.late_s < 0.05
+
+
+@pytest.mark.parametrize("framework, launcher", [("torch_ddp", "torchrun"), ("horovod_torch", "mpirun")])
+def test_sixteen_emulated_gpus_on_four_hosts_exchange_real_gradients(four_hosts, write_scenario, tmp_path,
+                                                                     framework, launcher):
+    """4 hosts x 4 emulated GPUs (ResNet-50's 25.6 M parameters at its tiny size), two steps: every rank's
+    gradient crosses the shaped links, the row is in the emulated cluster's time (divided by k), says k
+    and whether this machine kept up, and the links carried the bytes."""
+    pytest.importorskip("horovod.torch") if framework == "horovod_torch" else pytest.importorskip("torch")
+    import subprocess
+
+    from harness.running.runner import run_sweep
+
+    names, addresses = list(four_hosts), list(four_hosts.values())
+    text = _text(framework=framework, launcher=launcher, nodes=4, procs=4, size="tiny", emulation="dilation = 16",
+                 names=names, addresses=addresses)
+    [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row.get("reason")
+    assert (row["world_size"], row["exchange"], row["dilation"]) == (16, "gradients", 16.0)
+    assert (row["intra_link"], row["inter_link"]) == ("PCIe3", "10GbE")
+    # the step is at least the V100's profiled 0.193 s in the cluster's time, and the exchange adds to it
+    assert row["step_time_p50_s"] >= 0.19 and row["throughput"] <= 16 * 64 / 0.19
+    assert row["weights_consistent"]  # every rank's parameters alike at the end
+    assert isinstance(row["emulation_saturated"], bool) and 0 <= row["host_cpu_busy"] <= 1
+    sent = subprocess.run(["ip", "netns", "exec", names[0], "tc", "-s", "qdisc", "show", "dev", "eth0"],
+                          capture_output=True, text=True).stdout
+    assert "tbf" in sent and int(sent.split("Sent ")[1].split(" bytes")[0]) > 4 * 25_557_032  # a gradient's worth
