@@ -105,6 +105,18 @@ def write_scenario(tmp_path: Path):
 
 
 @pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """A small ImageNet-shaped dataset in both layouts (6 JPEGs of 2 classes, tar shards of 4): what the
+    storage backends' tests upload to each server."""
+    from harness.storage import datagen
+
+    root = tmp_path_factory.mktemp("dataset")
+    datagen.make(datagen.parse_spec({"count": 6, "classes": 2, "shard_samples": 4, "min_kb": 5, "max_kb": 20},
+                                    "test"), root)
+    return root
+
+
+@pytest.fixture(scope="module")
 def image_files(tmp_path_factory):
     """12 small JPEGs in 3 classes, one file each (rosetta data make's files layout), per test module."""
     from harness.storage import datagen

@@ -38,14 +38,6 @@ def bed(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dataset")
-    datagen.make(datagen.parse_spec({"count": 6, "classes": 2, "shard_samples": 4, "min_kb": 5, "max_kb": 20},
-                                    "test"), root)
-    return root
-
-
-@pytest.fixture(scope="module")
 def text_dataset(tmp_path_factory):
     """Pre-tokenized BERT partitions (3 x 70 sequences of 32 tokens)."""
     root = tmp_path_factory.mktemp("text")

@@ -22,14 +22,6 @@ from tests.conftest import (
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dataset")
-    datagen.make(datagen.parse_spec({"count": 6, "classes": 2, "shard_samples": 4, "min_kb": 5, "max_kb": 20},
-                                    "test"), root)
-    return root
-
-
-@pytest.fixture(scope="module")
 def s3_endpoint(tmp_path_factory):
     try:
         with storage_servers.seaweedfs(tmp_path_factory.mktemp("weed"), ACCESS_KEY, SECRET_KEY) as url:

@@ -8,7 +8,8 @@ Every string that comes from the data is escaped here (``html.escape``), since t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from html import escape
 
 from harness.reports.history import Series
@@ -29,6 +30,7 @@ class Frame:
     sweeps: int
     low: float
     high: float
+    position: Mapping[str, int] = field(default_factory=dict)  # sweep id -> its index on the x axis
 
     def x(self, index: float) -> float:
         span = max(self.sweeps - 1, 1)
@@ -47,7 +49,8 @@ def _frame(s: Series, width: int, height: int, small: bool) -> Frame | None:
     low, high = min(values), max(values)
     pad = max((high - low) * 0.1, abs(high) * 0.01, 1e-9)
     margins = (4, 4, 4, 4) if small else (70, 50, 24, 40)
-    return Frame(width, height, *margins, sweeps=len(s.points), low=low - pad, high=high + pad)
+    return Frame(width, height, *margins, sweeps=len(s.points), low=low - pad, high=high + pad,
+                 position={p.sweep_id: i for i, p in enumerate(s.points)})
 
 
 def chart(s: Series, width: int = 900, height: int = 320, small: bool = False) -> str:
@@ -92,10 +95,9 @@ def _axes(s: Series, f: Frame) -> list[str]:
 
 def _levels(s: Series, f: Frame, small: bool) -> list[str]:
     """Each level or trend as a line from its first to its last sweep, a trend labelled with its slope."""
-    where = {p.sweep_id: i for i, p in enumerate(s.points)}
     out = []
     for lv in s.levels:
-        x1, x2 = f.x(where[lv.first]), f.x(where[lv.last])
+        x1, x2 = f.x(f.position[lv.first]), f.x(f.position[lv.last])
         y1, y2 = f.y(lv.rate), f.y(lv.end_rate)
         kind = "trend" if lv.slope else "level"
         out.append(f'<line class="{kind}" x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" '
@@ -108,10 +110,9 @@ def _levels(s: Series, f: Frame, small: bool) -> list[str]:
 
 def _steps(s: Series, f: Frame, small: bool) -> list[str]:
     """A vertical line at each step's first sweep: dashed when confirmed, dotted when suspected."""
-    where = {p.sweep_id: i for i, p in enumerate(s.points)}
     out = []
     for st in s.steps:
-        x = f.x(where[st.sweep_id] - 0.5) if where[st.sweep_id] else f.x(0)
+        x = f.x(f.position[st.sweep_id] - 0.5) if f.position[st.sweep_id] else f.x(0)
         colour = DOWN_COLOUR if st.direction == "down" else UP_COLOUR
         dash = "6 4" if st.verdict == "confirmed" else "2 3"
         out.append(f'<line class="step {escape(st.verdict)} {escape(st.direction)}" x1="{x:.1f}" x2="{x:.1f}" '
