@@ -66,7 +66,7 @@ def test_auto_dilation_grows_with_the_ranks_exchange_and_stays_a_capped_power_of
     one = emulated_cluster.auto_dilation(1, grad, 0.0, 0.193, cores=2)
     four = emulated_cluster.auto_dilation(4, grad, 0.015, 0.193, cores=2)
     sixteen = emulated_cluster.auto_dilation(16, grad, 0.174, 0.193, cores=2)
-    assert 1 <= one < four < sixteen <= emulated_cluster.MAX_DILATION
+    assert emulated_cluster.MIN_DILATION <= one <= four < sixteen <= emulated_cluster.MAX_DILATION
     assert all(k == 2 ** round(__import__("math").log2(k)) for k in (one, four, sixteen))
     assert emulated_cluster.auto_dilation(4096, grad, 1e-6, 1e-6, cores=1) == emulated_cluster.MAX_DILATION
 
@@ -186,3 +186,29 @@ def test_sixteen_emulated_gpus_on_four_hosts_exchange_real_gradients(four_hosts,
     sent = subprocess.run(["ip", "netns", "exec", names[0], "tc", "-s", "qdisc", "show", "dev", "eth0"],
                           capture_output=True, text=True).stdout
     assert "tbf" in sent and int(sent.split("Sent ")[1].split(" bytes")[0]) > 4 * 25_557_032  # a gradient's worth
+
+
+def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monkeypatch):
+    """What --at emulated covers is data (a reference's accelerator and links, the frameworks' declared
+    exchanges); its report gives each point's error beside the scaling model's on the same points."""
+    import pandas as pd
+
+    from harness.reports import emulated_reproduction as emulated, reference
+    from harness.scaling.published import predicted_rows
+
+    batchai = reference.get("batchai-torch-v100")
+    assert emulated.coverage(batchai) is None and emulated.emulated_here(batchai).startswith("yes: 5 points")
+    assert "no [published] accelerator" in emulated.coverage(reference.get("dle-bert-large-a100"))
+    monkeypatch.setattr(emulated, "max_ranks", lambda ref: 16)
+    assert "points above 16 GPUs skipped" in emulated.emulated_here(batchai)
+    scenario_ = emulated.emulated_scenario(batchai, {"h0": "10.0.0.1", "h1": "10.0.0.2"}, framework="torch_ddp")
+    assert scenario_.emulation.exchange.value == "gradients" and scenario_.emulation.inter_link == "TCP-cloud-2018"
+    rows = pd.DataFrame([{"device": "emulated", "status": "ok", "framework": "torch_ddp", "batch_per_worker": 64,
+                          "precision": "fp32", "world_size": n, "throughput": tp, "dilation": 32.0,
+                          "emulation_saturated": n == 16} for n, tp in ((1, 330.0), (4, 1254.0), (8, 1188.0),
+                                                                         (16, 2112.0))])
+    lines = emulated.error_lines(batchai, rows, predicted_rows(batchai))
+    assert "95% vs 94% at 4 (+1.0 pp, k 32)" in lines[0] and "45% vs 45% at 8" in lines[0]
+    assert "40% vs 40% at 16 (-0.1 pp, k 32, emulation saturated: not a prediction)" in lines[0]
+    assert lines[1].startswith("Emulated cluster's mean absolute error: 0.") and "scaling model's on the same points" in lines[1]
+    assert emulated.error_lines(batchai, rows.assign(device="cpu"), predicted_rows(batchai)) == []

@@ -92,6 +92,8 @@ def add_parsers(sub) -> None:
                         "configuration (GPUs per node, nodes per point, batch, precision, data); emulated: that "
                         "configuration on the emulated GPU cluster (emulated GPUs, real gradients, its links "
                         "shaped and time-dilated between network-namespace hosts; needs root)")
+    p.add_argument("--framework", help="with --at emulated: this framework instead of the published one (e.g. "
+                                       "torch_ddp, whose gloo waits block where Open MPI's poll)")
     p.add_argument("--dilation", type=float, default=0.0,
                    help="with --at emulated: the time dilation k (default 0: picked per point from its exchange)")
     p.add_argument("--launcher", default="auto", help="with --at published: torchrun, mpirun, slurm, kubernetes, azureml, ... "
@@ -262,7 +264,7 @@ def _run_emulated(ref, args: argparse.Namespace) -> list[dict] | None:
     settings = {"repeats": args.repeats, "measured_steps": args.measured_steps}
     with hosts.namespace_hosts(emulated.hosts_needed(ref)) as names:
         scenario = emulated.emulated_scenario(ref, names, {k: v for k, v in settings.items() if v is not None},
-                                              args.dilation)
+                                              args.dilation, args.framework)
         if args.dry_run:
             print_dry_run(scenario, args.results, args.gpus or emulated.max_ranks(ref))
             return None

@@ -36,8 +36,11 @@ INTERCONNECTS_FILE = Path(__file__).with_name("interconnects.toml")
 CPU_S_PER_EXCHANGED_BYTE = 1 / 0.9e9
 # and per byte of gradient a rank makes each step (filling it, autograd's accumulation, DDP's bucket copy)
 CPU_S_PER_MADE_BYTE = 1 / 4e9
-DILATION_MARGIN = 10  # auto: the CPU's exchange work at most a tenth of the dilated communication's time
+DILATION_MARGIN = 20  # auto: this machine's CPU work at most a twentieth of the dilated step (a 1-GPU step errs 2.5%)
 MAX_DILATION = 2000.0
+# auto's least k: the per-layer sleeps' overshoot and the gradients' making, this machine's undilated
+# costs, each about 1% of a step at 16 (a 1-GPU ResNet-50 step at k = 4 read 3% slow)
+MIN_DILATION = 16.0
 SATURATED_CPU = 0.75  # the machine's busy fraction over the window beyond which the emulator, not the
 #                       emulated cluster, limited the step (the dilated step is mostly sleeps when valid)
 
@@ -94,12 +97,20 @@ def undilated_exchange_s(intra: Link | None, inter: Link | None, nodes: int, pro
 def auto_dilation(world: int, gradient_bytes: float, exchange_s: float, compute_s: float, cores: int) -> float:
     """k such that this machine's CPU work of one step (every rank's gradients made and exchanged, spread
     over the cores the ranks can use) is at most 1/DILATION_MARGIN of the dilated exchange (or of the
-    dilated compute, where the exchange is shorter), rounded up to a power of two, at most MAX_DILATION."""
+    dilated compute, where the exchange is shorter), rounded up to a power of two, from MIN_DILATION to
+    MAX_DILATION."""
     per_byte = CPU_S_PER_MADE_BYTE + (CPU_S_PER_EXCHANGED_BYTE if world > 1 else 0.0)
     cpu_s = world * gradient_bytes * per_byte / max(1, min(cores, world))
     window = max(exchange_s, compute_s, 1e-9)
     wanted = DILATION_MARGIN * cpu_s / window
-    return float(min(MAX_DILATION, 2 ** math.ceil(math.log2(max(1.0, wanted)))))
+    return float(min(MAX_DILATION, max(MIN_DILATION, 2 ** math.ceil(math.log2(max(1.0, wanted))))))
+
+
+# How long a packet may wait in a shaped link's queue: long, so that the ranks' flows bursting together
+# into a dilated link queue rather than drop (a drop costs TCP a retransmission timeout of 200 ms or more,
+# undilated). With 200 ms, one step of 16 Horovod ranks took 57 s against 17 s for the others (drops or
+# this machine's CPU: not told apart)
+QUEUE = "5s"
 
 
 def tbf_argv(interface: str, link_: Link, dilation: float, share: int = 1) -> tuple[str, ...]:
@@ -112,7 +123,7 @@ def tbf_argv(interface: str, link_: Link, dilation: float, share: int = 1) -> tu
     rate_bits = max(8e3, link_.bandwidth_Bps * 8 * share / dilation)
     burst = max(256 * 1024, int(rate_bits / 8 / 250))  # above loopback's 64 KiB packets; the timer's 4 ms
     return ("tc", "qdisc", "replace", "dev", interface, "root", "tbf", "rate", f"{int(rate_bits)}bit",
-            "burst", str(burst), "latency", "200ms")
+            "burst", str(burst), "latency", QUEUE)
 
 
 RESET = ("pfifo", "limit", "1000")  # an unshaped interface

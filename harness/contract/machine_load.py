@@ -62,12 +62,16 @@ def cpu_mhz() -> float | None:
     return float(freq.current) if freq and freq.current and freq.current > 0 else None
 
 
+COMPUTE_THREADS_VARIABLE = "ROSETTA_COMPUTE_THREADS"  # overrides OMP_NUM_THREADS as the rank's compute threads
+
+
 class MachineProbe:
     """The machine-wide fields of one telemetry sample."""
 
     def __init__(self) -> None:
         self.boot_id = _boot_id()
-        threads = os.environ.get("OMP_NUM_THREADS", "")
+        # an emulated accelerator's rank sleeps its compute: its threads are not compute threads (launchers say 0)
+        threads = os.environ.get(COMPUTE_THREADS_VARIABLE, os.environ.get("OMP_NUM_THREADS", ""))
         self.threads = int(threads) if threads.isdigit() and int(threads) > 0 else None
 
     def sample(self) -> dict[str, Any]:

@@ -28,6 +28,8 @@ from types import ModuleType
 from typing import Any, Callable, Mapping
 
 from harness.base import config
+from harness.contract import machine_load
+from harness.contract.axes import Device
 from harness.contract.spec import RunSpec
 
 REGISTRY: dict[str, str] = {
@@ -135,7 +137,10 @@ def threads_per_rank(request: LaunchRequest, node_cpus: int | None = None) -> in
 def worker_env(request: LaunchRequest, node_cpus: int | None = None) -> dict[str, str]:
     """Variables every rank gets, whatever starts it."""
     threads = str(threads_per_rank(request, node_cpus))
-    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"}
+    env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"}
+    if request.spec.device == Device.EMULATED:  # its ranks sleep their compute: no compute threads (machine_load)
+        env[machine_load.COMPUTE_THREADS_VARIABLE] = "0"
+    return env
 
 
 def results_root(request: LaunchRequest) -> Path:

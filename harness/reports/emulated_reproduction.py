@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import pandas as pd
 import psutil
 
 import frameworks
@@ -88,17 +89,20 @@ def launcher_for(framework: str) -> str:
 
 
 def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
-                      dilation: float = 0.0) -> scenario.Scenario:
+                      dilation: float = 0.0, framework: str | None = None) -> scenario.Scenario:
     """The published configuration on emulated hosts ``hosts`` (name -> address): device emulated, real
-    gradients, the published links; warm-up 1, 4 measured steps and one repeat unless ``settings`` say
-    otherwise (a dilated step of 16 GPUs lasts tens of seconds)."""
+    gradients, the published links (``framework``: another one than the published); warm-up 1, 4 measured
+    steps and one repeat unless ``settings`` say otherwise (a dilated step of 16 GPUs lasts tens of seconds)."""
     reason = coverage(ref)
     if reason:
         raise UserError(f"{ref.id}: --at emulated: {reason}")
     pub = ref.published
     doc = published_document(ref, device="emulated", settings={"warmup_steps": 1, "measured_steps": 4, "repeats": 1,
                                                                "timeout_s": 3600, **(settings or {})})
+    if framework and framework not in frameworks.names():
+        raise UserError(f"--framework: unknown framework {framework!r}; known: {', '.join(frameworks.names())}")
     for combo in (doc["matrix"], *doc["include"]):
+        combo["framework"] = framework or combo["framework"]
         combo["launcher"] = launcher_for(combo["framework"])
     names, addresses = list(hosts), list(hosts.values())
     doc["launcher_options"] = {name: {"hosts": names, "addresses": addresses, "remote": "netns"}
@@ -111,3 +115,39 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
 
 def hosts_needed(ref: Reference) -> int:
     return max(p.nodes for p in points(ref))
+
+
+def error_lines(ref: Reference, rows: pd.DataFrame, predicted: pd.DataFrame) -> list[str]:
+    """For a sweep on the emulated cluster: each point's efficiency (against the series' first point, as
+    published) beside the published one, the error in percentage points with the point's dilation and
+    whether this machine kept up, and the mean absolute error beside the scaling model's on the same points."""
+    if rows.empty or "dilation" not in rows or not rows["device"].eq("emulated").all() or ref.published is None:
+        return []
+    lines = []
+    series = {s.label: s for s in ref.series}
+    for run in ref.published.runs:
+        ok = rows[(rows["batch_per_worker"] == run.batch_per_worker) & (rows["precision"] == run.precision)
+                  & (rows["status"] == "ok")]
+        by = ok.groupby("world_size").agg(tp=("throughput", "median"), k=("dilation", "max"),
+                                          saturated=("emulation_saturated", lambda s: bool(s.fillna(False).any())))
+        first = series[run.series].gpus[0]
+        if first not in by.index:
+            continue
+        base = by.loc[first, "tp"] / first
+        parts, errors, model = [], [], []
+        for n, published in zip(series[run.series].gpus[1:], series[run.series].efficiencies()[1:]):
+            if n not in by.index:
+                continue
+            eff = by.loc[n, "tp"] / (n * base)
+            errors.append((eff - published) * 100)
+            parts.append(f"{eff:.0%} vs {published:.0%} at {n} ({errors[-1]:+.1f} pp, k {by.loc[n, 'k']:g}"
+                         f"{', emulation saturated: not a prediction' if by.loc[n, 'saturated'] else ''})")
+            same = predicted[(predicted["series"] == run.series) & (predicted["workers"] == n)] if len(predicted) else []
+            model += [abs(float(same["error_pp"].iloc[0]))] if len(same) else []
+        if parts:
+            ran = ", ".join(sorted(set(ok["framework"])))
+            lines.append(f"Emulated ({ran}) vs published ({run.series}, {run.framework}): " + "; ".join(parts) + ".")
+            lines.append(f"Emulated cluster's mean absolute error: {sum(map(abs, errors)) / len(errors):.1f} pp over "
+                         f"{len(errors)} point(s); the scaling model's on the same points: "
+                         + (f"{sum(model) / len(model):.1f} pp." if len(model) == len(errors) else "not predicted."))
+    return lines

@@ -60,7 +60,9 @@ def measured_series(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
     out = {}
     for _, rows in measured.groupby(keys, dropna=False):
         r = rows.iloc[0]
-        label = f"measured: {r['framework']} {r['strategy']} {r['workload']}/{r['size']} b{r['batch_per_worker']} ({r['device']})"
+        precision = "" if r.get("precision") in (None, "fp32", aggregate.UNKNOWN) else f" {r['precision']}"
+        label = (f"measured: {r['framework']} {r['strategy']} {r['workload']}/{r['size']} b{r['batch_per_worker']}"
+                 f"{precision} ({r['device']})")
         if r.get("efficiency_baseline") == aggregate.PLAIN_BASELINE:
             label += ", eff. vs plain 1-device loop"
         out[label] = rows.sort_values("world_size")
@@ -215,8 +217,10 @@ def baseline_lines(summary: pd.DataFrame | None) -> list[str]:
     return lines
 
 
-def findings(ref: Reference, table: pd.DataFrame, summary: pd.DataFrame | None = None) -> list[str]:
-    """What was and was not reproduced, in plain sentences."""
+def findings(ref: Reference, table: pd.DataFrame, summary: pd.DataFrame | None = None,
+             reduced_run: bool = True) -> list[str]:
+    """What was and was not reproduced, in plain sentences (``reduced_run``: the sweep is the reference's
+    reduced run, whose notes on what transfers then apply)."""
     lines = prediction_lines(table) + strategy_lines(summary) + baseline_lines(summary)
     measured = table[table["source"] == "measured"]
     published = table[table["source"] == "published"]
@@ -253,13 +257,15 @@ def findings(ref: Reference, table: pd.DataFrame, summary: pd.DataFrame | None =
         lines.append("Measured efficiency ratios: " + ("; ".join(mea_ratios) + "." if mea_ratios else
                                             "none: only one series was measured here, so the published ratio "
                                             "is not reproduced."))
-    lines.append(f"Transfers: {ref.reproduce.what_transfers}.")
-    lines.append(f"Not reproduced: {ref.reproduce.not_reproduced}.")
+    if reduced_run:
+        lines.append(f"Transfers: {ref.reproduce.what_transfers}.")
+        lines.append(f"Not reproduced: {ref.reproduce.not_reproduced}.")
     return lines
 
 
 def write_markdown(ref: Reference, table: pd.DataFrame, chart: Path, path: Path, sweep_id: str,
-                   summary: pd.DataFrame | None = None, extra_charts: Mapping[str, Path] | None = None) -> Path:
+                   summary: pd.DataFrame | None = None, extra_charts: Mapping[str, Path] | None = None,
+                   notes: list[str] | None = None) -> Path:
     """A self-contained Markdown report: the facts of the reference, the chart, both tables, findings."""
     c = ref.configuration
     lines = [f"# Reproducing {ref.id}", "", f"**{ref.title}**", "",
@@ -269,7 +275,7 @@ def write_markdown(ref: Reference, table: pd.DataFrame, chart: Path, path: Path,
              f"interconnect {c.interconnect}; software {c.software}",
              f"- measured here: sweep `{sweep_id}`", "", f"![measured vs published]({Path(chart).name})", "",
              "## What was and was not reproduced", ""]
-    lines += [f"- {line}" for line in findings(ref, table, summary)]
+    lines += [f"- {line}" for line in (findings(ref, table, summary) if notes is None else notes)]
     for title, png in (extra_charts or {}).items():
         lines += ["", f"## {title}", "", f"![{title}]({Path(png).name})"]
     lines += ["", "## Caveats of the published figures", ""] + [f"- {c}" for c in ref.caveats]

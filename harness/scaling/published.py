@@ -86,7 +86,7 @@ def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
     from rich.text import Text
 
     from harness.base.errors import UserError
-    from harness.reports import aggregate, charts, reproduce, terminal
+    from harness.reports import aggregate, charts, emulated_reproduction, reproduce, terminal
     from harness.results import table as results
 
     table = results.load(results_dir)
@@ -94,13 +94,16 @@ def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
     if table.empty:
         raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
     summary = aggregate.summarize(table)
-    both = reproduce.comparison_table(ref, summary, predicted_rows(ref))
+    predicted = predicted_rows(ref)
+    both = reproduce.comparison_table(ref, summary, predicted)
+    emulated = emulated_reproduction.error_lines(ref, table, predicted)  # empty unless --at emulated
     chart = reproduce.plot(ref, both, results_dir / f"reproduce-{ref.id}-{sweep}.png")
     extra = {}
     if aggregate.compares_strategies(summary):  # SparkNet, 1-bit SGD: throughput, bytes and time to target
         extra["Strategies side by side"] = charts.plot_strategies(
             summary, results_dir / f"reproduce-{ref.id}-{sweep}-strategies.png")
+    lines = [*emulated, *reproduce.findings(ref, both, summary, reduced_run=not emulated)]
     doc = reproduce.write_markdown(ref, both, chart, results_dir / f"reproduce-{ref.id}-{sweep}.md", sweep,
-                                   summary, extra)
-    return [*terminal.summary_items(summary), *(Text(f"- {line}") for line in reproduce.findings(ref, both, summary)),
+                                   summary, extra, lines)
+    return [*terminal.summary_items(summary), *(Text(f"- {line}") for line in lines),
             *(f"chart: {path}" for path in (chart, *extra.values())), f"report: {doc}"]
