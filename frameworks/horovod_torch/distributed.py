@@ -83,6 +83,14 @@ def scaled_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, 
     scaler.update()
 
 
+def emulated_exchange(optimizer: torch.optim.Optimizer) -> None:
+    """After an emulated backward: the averaged gradients in place, no update (an emulated accelerator's
+    update is inside its profiled time: frameworks/shared/pytorch/emulated_gradients.py)."""
+    wait_sleeping(optimizer)
+    optimizer.synchronize()
+    optimizer._synchronized = False  # what step() resets after its synchronize: the next backward is a new step
+
+
 def wait_sleeping(optimizer: torch.optim.Optimizer, interval_s: float = 2e-4) -> None:
     """Wait for the DistributedOptimizer's outstanding allreduces by polling them between short sleeps.
 

@@ -24,8 +24,8 @@ from frameworks.horovod_torch.distributed import (
     build_facts,
     controller,
     distributed_optimizer,
+    emulated_exchange,
     scaled_step,
-    wait_sleeping,
 )
 from frameworks.shared import mpi_job
 from frameworks.shared.pytorch import emulated_device, emulated_gradients, numerics
@@ -106,9 +106,7 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
             next_batch()
             loss = model()
             loss.backward()
-            wait_sleeping(optimizer)
-            optimizer.synchronize()  # the averaged gradients in place; no update (emulated_gradients.py says why)
-            optimizer._synchronized = False  # what step() would reset: the next backward starts a new step
+            emulated_exchange(optimizer)
             return loss.detach()
         with numerics.autocast(spec, device.type):
             loss = loss_of(spec.workload, model, next_batch())

@@ -2,7 +2,9 @@
 
 The entry point only: it picks the loop the run's device and strategy take. The loops live in library
 modules: training_loop.py (the strategies that wrap the model), strategies/ (the pipeline, the hybrid,
-and the loop of the strategies without DDP), frameworks/shared/pytorch/emulated_device.py (device emulated).
+and the loop of the strategies without DDP), frameworks/shared/pytorch/emulated_device.py (device emulated,
+MLPerf Storage's barrier); device emulated with real gradients takes training_loop.py with the emulated
+model of frameworks/shared/pytorch/emulated_gradients.py.
 """
 
 from __future__ import annotations

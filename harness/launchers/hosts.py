@@ -58,7 +58,7 @@ def check(spec: RunSpec, hosts: tuple[str, ...], given_addresses: tuple[str, ...
             return f"no network namespace {', '.join(absent)} (start them: tools/netns_hosts.sh start {spec.nodes})"
     if spec.network != network.UNLIMITED and (remote != RemoteShell.NETNS or spec.nodes < 2):
         return "network caps are applied only between network-namespace hosts (remote = \"netns\", nodes >= 2)"
-    if spec.emulation and emulated_cluster.shapes_links(spec.emulation):
+    if shapes_emulated_links(spec):
         if remote != RemoteShell.NETNS or not hosts:
             return (f"emulated links are shaped only on network-namespace hosts: set [launcher_options.{launcher}] "
                     f"hosts and remote = \"netns\" (tools/netns_hosts.sh start {spec.nodes})")
@@ -67,12 +67,18 @@ def check(spec: RunSpec, hosts: tuple[str, ...], given_addresses: tuple[str, ...
     return None
 
 
+def shapes_emulated_links(spec: RunSpec) -> bool:
+    """Whether the run is an emulated cluster's whose links are shaped (a collective benchmark's spec has none)."""
+    emulation = getattr(spec, "emulation", None)
+    return bool(emulation) and emulated_cluster.shapes_links(emulation)
+
+
 def shaping(spec: RunSpec, hosts: tuple[str, ...], remote: RemoteShell, interface: str) -> tuple[tuple[str, ...], ...]:
     """Commands that set each used host's link to the run's ``network`` value, or an emulated cluster's
     links (harness.contract.emulated_cluster), on network-namespace hosts only."""
     if remote != RemoteShell.NETNS:
         return ()
-    if spec.emulation and emulated_cluster.shapes_links(spec.emulation):
+    if shapes_emulated_links(spec):
         return tuple(command for host in hosts[: spec.nodes]
                      for command in emulated_cluster.shaping(spec.emulation, prefix(remote, host), interface,
                                                              spec.procs_per_node, spec.nodes))

@@ -13,7 +13,6 @@ import shutil
 from dataclasses import dataclass, field
 
 from harness.base.network import free_port
-from harness.contract import emulated_cluster
 from harness.contract.spec import RunSpec
 from harness.launchers import (
     LaunchCommand,
@@ -71,7 +70,7 @@ def command(request: LaunchRequest) -> LaunchCommand:
             # process reads the topology itself: 0 crashes in 140 starts.
             argv += ["--mca", "plm_rsh_agent", str(request.repo_root / NETNS_AGENT),
                      "--mca", "rtc_hwloc_vmhole", "none"]
-        if spec.emulation and emulated_cluster.shapes_links(spec.emulation):
+        if host_list.shapes_emulated_links(spec):
             # TCP between ranks of one host too (over loopback, the emulated in-host link), not shared memory
             # and a rank waiting in a collective yields its core (Open MPI polls for progress): ranks on a few
             # cores stand for GPUs of their own
