@@ -30,16 +30,19 @@ from harness.base.errors import UserError
 
 INTERCONNECTS_FILE = Path(__file__).with_name("interconnects.toml")
 
-# CPU seconds this machine spends per byte of gradient one rank exchanges in a ring allreduce over local
-# TCP (its send and receive copies in the kernel, gloo's or MPI's reduction): measured on the 2-core Intel
-# Xeon of benchmarks/RESULTS.md ("emulated cluster"), 16 ranks of ResNet-50's 102 MB, about 0.9 GB/s per core.
+# CPU seconds spent per byte of gradient one rank exchanges in a ring allreduce over local TCP (the kernel's
+# send and receive copies, gloo's or MPI's reduction), and per byte a rank makes each step (filling the
+# gradient, autograd's accumulation, DDP's bucket copy): estimates (about 0.9 and 4 GB/s per core), not
+# measured apart. They only size auto's k; a run checks the result afterwards (host_cpu_busy,
+# emulation_saturated): batchai-torch-v100's 16 DDP ranks kept this 2-core machine's CPUs 28% busy at
+# k = 32 and 20% at the k they gave (64) (benchmarks/RESULTS.md).
 CPU_S_PER_EXCHANGED_BYTE = 1 / 0.9e9
-# and per byte of gradient a rank makes each step (filling it, autograd's accumulation, DDP's bucket copy)
 CPU_S_PER_MADE_BYTE = 1 / 4e9
-DILATION_MARGIN = 20  # auto: this machine's CPU work at most a twentieth of the dilated step (a 1-GPU step errs 2.5%)
+DILATION_MARGIN = 20  # auto: the estimated CPU work at most a twentieth of the dilated step
 MAX_DILATION = 2000.0
-# auto's least k: the per-layer sleeps' overshoot and the gradients' making, this machine's undilated
-# costs, each about 1% of a step at 16 (a 1-GPU ResNet-50 step at k = 4 read 3% slow)
+# auto's least k: the per-layer sleeps' overshoot and the gradients' making are this machine's undilated
+# costs. Measured (benchmarks/RESULTS.md): a 1-GPU ResNet-50 step at k = 2 read 3.2% (A100 profile) and
+# 5.2% (V100) slow; at k = 16, 0.7% (V100: 328.7 images/s against 331).
 MIN_DILATION = 16.0
 SATURATED_CPU = 0.75  # the machine's busy fraction over the window beyond which the emulator, not the
 #                       emulated cluster, limited the step (the dilated step is mostly sleeps when valid)
