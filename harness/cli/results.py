@@ -256,19 +256,21 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _run_emulated(ref, args: argparse.Namespace) -> list[dict] | None:
     """The published configuration on the emulated cluster, its hosts started for the sweep and removed after."""
+    from harness.contract.emulated_cluster import MAX_DILATION
     from harness.launchers import hosts
     from harness.reports import emulated_reproduction as emulated
 
-    if not 0 <= args.dilation <= 2000:
-        raise UserError(f"--dilation: must be 0 (auto) or 1 to 2000, got {args.dilation:g}")
+    if not 0 <= args.dilation <= MAX_DILATION:
+        raise UserError(f"--dilation: must be 0 (auto) or 1 to {MAX_DILATION:g}, got {args.dilation:g}")
     settings = {"repeats": args.repeats, "measured_steps": args.measured_steps}
     with hosts.namespace_hosts(emulated.hosts_needed(ref)) as names:
         scenario = emulated.emulated_scenario(ref, names, {k: v for k, v in settings.items() if v is not None},
                                               args.dilation, args.framework)
+        reachable = args.gpus or emulated.max_ranks(ref)
         if args.dry_run:
-            print_dry_run(scenario, args.results, args.gpus or emulated.max_ranks(ref))
+            print_dry_run(scenario, args.results, reachable)
             return None
-        return run_with_progress(scenario, args.results, max_workers=args.gpus or emulated.max_ranks(ref))
+        return run_with_progress(scenario, args.results, max_workers=reachable)
 
 
 def _published_scenario(ref, args: argparse.Namespace):

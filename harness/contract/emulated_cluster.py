@@ -12,7 +12,7 @@ host's GPUs' traffic, so it is given their summed rate).
 Time dilation: with a factor k every compute sleep lasts k times the profiled time and every link carries
 1/k of its rate, so that the real CPU work of this machine (copying and reducing
 gradients, the kernel's TCP) stays small beside the dilated step; the harness divides measured times by k
-(:func:`emulated_seconds`). ``dilation = 0`` picks k with :func:`auto_dilation`. The emulation checks
+(harness/running/collect.py). ``dilation = 0`` picks k with :func:`auto_dilation`. The emulation checks
 itself afterwards: where this machine's CPU was busy for most of the window (:data:`SATURATED_CPU`), what
 limited the step was the emulator, and the row says ``emulation_saturated``.
 """
@@ -129,25 +129,23 @@ def tbf_argv(interface: str, link_: Link, dilation: float, share: int = 1) -> tu
             "burst", str(burst), "latency", QUEUE)
 
 
-RESET = ("pfifo", "limit", "1000")  # an unshaped interface
-
-
 def shaping(emulation: Mapping[str, Any], prefix: tuple[str, ...], interface: str, procs_per_node: int,
             nodes: int) -> tuple[tuple[str, ...], ...]:
     """The commands that shape one emulated host (run inside it through ``prefix``): each of its two
     interfaces to its link, or unshaped where the run names none (a namespace keeps an earlier run's)."""
     k = float(emulation["dilation"])
     inter, intra = emulation.get("inter_link"), emulation.get("intra_link")
+    unshaped = network.UNLIMITED
     return ((*prefix, *(tbf_argv(interface, link(inter), k) if inter and nodes > 1
-                        else ("tc", "qdisc", "replace", "dev", interface, "root", *RESET))),
+                        else network.shaping_argv(interface, unshaped))),
             (*prefix, *(tbf_argv("lo", link(intra), k, share=procs_per_node) if intra and procs_per_node > 1
-                        else ("tc", "qdisc", "replace", "dev", "lo", "root", *RESET))))
+                        else network.shaping_argv("lo", unshaped))))
+
+
+def exchanges_gradients(emulation: Mapping[str, Any]) -> bool:
+    """Whether a run's ``emulation`` mapping is an emulated cluster's (else MLPerf Storage's barrier, or none)."""
+    return emulation.get("exchange") == Exchange.GRADIENTS
 
 
 def shapes_links(emulation: Mapping[str, Any]) -> bool:
     return bool(emulation.get("inter_link") or emulation.get("intra_link"))
-
-
-def emulated_seconds(seconds: float, emulation: Mapping[str, Any] | None) -> float:
-    """Measured wall seconds as the emulated cluster's (divided by the run's dilation)."""
-    return seconds / float((emulation or {}).get("dilation", 1.0) or 1.0)

@@ -11,6 +11,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from harness.contract import emulated_cluster
 from harness.contract.axes import (
     Compile,
     Device,
@@ -107,7 +108,7 @@ class FrameworkInfo:
 
     def unsupported_exchange(self, strategy: Strategy, emulation: Mapping[str, Any]) -> str | None:
         """Why an emulated accelerator of this framework cannot exchange real gradients with ``strategy``."""
-        if emulation.get("exchange") != "gradients" or strategy in self.emulated_exchanges:
+        if not emulated_cluster.exchanges_gradients(emulation) or strategy in self.emulated_exchanges:
             return None
         if not self.emulated_exchanges:
             return f"{self.name} has no emulated accelerators with real gradients (exchange = \"gradients\")"

@@ -20,6 +20,7 @@ import frameworks
 from harness.base.errors import UserError
 from harness.contract import accelerators, model_flops
 from harness.contract.axes import Precision, Size, Strategy, Workload
+from harness.contract.emulated_cluster import Exchange
 from harness.contract.workloads import WORKLOADS
 from harness.experiment import scenario
 from harness.reports.published import points, published_document
@@ -30,6 +31,7 @@ RANK_BYTES_PER_GRADIENT_BYTE = 4  # parameters, gradients, DDP's buckets or Horo
 MEMORY_SHARE = 0.8  # of the memory available now that the emulated ranks may take together
 # the launcher of a framework's ranks on namespace hosts: torchrun's rendezvous, else mpirun's daemons
 NETNS_LAUNCHERS = ("torchrun", "mpirun")
+GRADIENTS = {"exchange": Exchange.GRADIENTS.value}  # an emulated cluster's [emulation], as far as support goes
 
 
 def rank_bytes(ref: Reference) -> float:
@@ -55,7 +57,7 @@ def coverage(ref: Reference) -> str | None:
     for run in pub.runs:
         if run.framework not in frameworks.names():
             return f"no framework {run.framework}"
-        reason = frameworks.get(run.framework).unsupported_exchange(Strategy(run.strategy), {"exchange": "gradients"})
+        reason = frameworks.get(run.framework).unsupported_exchange(Strategy(run.strategy), GRADIENTS)
         if reason:
             return reason
         try:
@@ -107,7 +109,7 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
     names, addresses = list(hosts), list(hosts.values())
     doc["launcher_options"] = {name: {"hosts": names, "addresses": addresses, "remote": "netns"}
                                for name in NETNS_LAUNCHERS}
-    doc["emulation"] = {"accelerator": pub.accelerator, "exchange": "gradients", "intra_link": pub.intra_link,
+    doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
                         "inter_link": pub.inter_link, "dilation": dilation}
     doc["name"], doc["description"] = f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
     return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=doc["name"])

@@ -48,10 +48,10 @@ def emulation_fields(ranks: list[RankRecord]) -> dict[str, Any]:
 def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
     """An emulated cluster's columns: its dilation, how late the schedule ran, and whether this machine's
     CPU was what limited the step (emulated_cluster.SATURATED_CPU): then the row is not a prediction."""
-    if reported[0].get("exchange") != "gradients":
+    if not emulated_cluster.exchanges_gradients(reported[0]):
         return {"exchange": reported[0].get("exchange", "barrier")}
     busy = max((e["host_cpu_busy"] for e in reported if e.get("host_cpu_busy") is not None), default=None)
-    return {"exchange": "gradients", "dilation": reported[0]["dilation"],
+    return {"exchange": emulated_cluster.Exchange.GRADIENTS.value, "dilation": reported[0]["dilation"],
             "intra_link": reported[0]["intra_link"] or None, "inter_link": reported[0]["inter_link"] or None,
             "emulation_late_s": max(e["late_s"] for e in reported) / reported[0]["dilation"],
             "emulation_saturated": busy is not None and busy >= emulated_cluster.SATURATED_CPU}

@@ -30,6 +30,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from frameworks.shared.pytorch.training import build_model, loss_of
+from harness.contract import emulated_cluster
 from harness.contract.emulation import CpuWindow
 from harness.contract.equivalence import fixed_batch
 from harness.contract.events import EventWriter
@@ -163,7 +164,7 @@ def build(spec: RunSpec) -> EmulatedModel:
 
 def applies(spec: RunSpec) -> bool:
     """Whether the run's emulated accelerators exchange real gradients (else: a barrier, no model)."""
-    return spec.emulation.get("exchange") == "gradients"
+    return emulated_cluster.exchanges_gradients(spec.emulation)
 
 
 HOROVOD_CYCLE_TIME_MS = 1.0  # Horovod 0.28's default cycle time (HOROVOD_CYCLE_TIME, ms)
