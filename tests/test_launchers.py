@@ -118,6 +118,21 @@ def test_horovodrun_gloo_or_mpi_controller():
     assert get("horovodrun")(one_host_mpi).env["OMPI_MCA_plm"] == "isolated"
 
 
+def test_horovodrun_reaches_namespace_hosts_through_the_netns_agent_from_the_first_host():
+    hosts = {"hosts": ("rosetta-h0", "rosetta-h1"), "remote": "netns"}
+    command = get("horovodrun")(_request(launcher="horovodrun", nodes=2, procs_per_node=2, launcher_options=hosts,
+                                         network="1gbit"))
+    assert command.argv[:4] == ("ip", "netns", "exec", "rosetta-h0")  # horovodrun and its rendezvous in host 0
+    assert command.argv[7:9] == ("--remote-agent", "/repo/tools/netns_rsh.sh")  # in ssh's place
+    assert command.argv[command.argv.index("--network-interface") + 1] == "eth0"
+    assert command.env["OMP_NUM_THREADS"] == "2"  # 8 cores over 2 hosts of 2 ranks
+    assert [argv[:4] for argv in command.setup] == [("ip", "netns", "exec", h) for h in hosts["hosts"]]
+    with_mpi = spec(launcher="horovodrun", nodes=2, launcher_options={**hosts, "controller": "mpi"})
+    assert "controller gloo only" in unsupported_reason("horovodrun", with_mpi)
+    assert "shaped only between network-namespace hosts" in unsupported_reason(
+        "horovodrun", spec(launcher="horovodrun", network="1gbit"))
+
+
 def test_horovod_variables_become_torch_ones():
     from harness.contract.worker import torch_variables
 

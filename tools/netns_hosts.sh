@@ -2,6 +2,9 @@
 # Several real hosts on one machine: network namespaces rosetta-h0..h(N-1) with their own addresses
 # 10.213.8.(i+1)/24 on eth0, joined by a bridge in the namespace rosetta-sw (nothing else is attached,
 # so no traffic leaves the machine). Each link can then be capped with tc's tbf (the `network` axis).
+# Inside a host this machine's name resolves to the host's own address, as a cluster node's does
+# (/etc/netns/<host>/hosts, which `ip netns exec` mounts over /etc/hosts): software that finds its
+# address from its host name (Gloo in Horovod's process sets) then uses the host's link, not loopback.
 #
 #   tools/netns_hosts.sh start N    # prints host=address lines
 #   tools/netns_hosts.sh stop
@@ -15,6 +18,7 @@ cmd=${1:?usage: $0 start N | stop}
 stop() {
   for ns in $(ip netns list | awk '{print $1}' | grep -E "^($PREFIX[0-9]+|$SW)$" || true); do
     ip netns del "$ns"
+    rm -rf "/etc/netns/$ns"
   done
 }
 
@@ -34,5 +38,7 @@ for i in $(seq 0 $((count - 1))); do
   ip -n "$ns" link set eth0 up
   ip -n "$SW" link set "port$i" master br0
   ip -n "$SW" link set "port$i" up
+  mkdir -p "/etc/netns/$ns"
+  { grep -v -w -F "$(hostname)" /etc/hosts || true; echo "10.213.8.$((i + 1)) $(hostname)"; } > "/etc/netns/$ns/hosts"
   echo "$ns=10.213.8.$((i + 1))"
 done

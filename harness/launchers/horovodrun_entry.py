@@ -1,4 +1,5 @@
-"""``python -m harness.launchers.horovodrun_entry HOROVODRUN_ARGS...``: horovodrun, its build check remembered.
+"""``python -m harness.launchers.horovodrun_entry [--remote-agent AGENT] HOROVODRUN_ARGS...``: horovodrun,
+its build check remembered, its remote shell replaceable.
 
 Before it starts a rank, horovodrun asks whether this Horovod was built with Gloo (``--gloo``) or MPI
 (``--mpi``): ``horovod.common.util.gloo_built``/``mpi_built`` fork a process that imports a framework
@@ -8,6 +9,10 @@ answer depends only on the installed Horovod, so it is asked once per installati
 ``~/.cache/rosetta/horovod-built-<key>.json`` (``key``: the environment's prefix, Horovod's version and
 its extensions' sizes and modification times, so a rebuilt Horovod is asked again). Everything else is
 horovodrun's own ``run_commandline``: the ranks start exactly as ``horovodrun`` starts them.
+
+``--remote-agent AGENT``: hosts are reached by ``AGENT HOST COMMAND`` instead of ssh (Horovod's
+``SSH_COMMAND_PREFIX``, which its ssh check and its Gloo launch both read): network-namespace hosts,
+through ``tools/netns_rsh.sh``, as Open MPI's daemons are.
 
 Horovod is imported inside :func:`main` only: the harness imports no framework at module level.
 """
@@ -58,6 +63,11 @@ def remembered(path: Path, checks: dict[str, Callable[..., bool]]) -> dict[str, 
 def main() -> None:
     import horovod
     from horovod.runner import launch
+    from horovod.runner.util import remote
+
+    if sys.argv[1:2] == ["--remote-agent"]:
+        remote.SSH_COMMAND_PREFIX = sys.argv[2]
+        del sys.argv[1:3]
 
     key = installation_key(Path(horovod.__file__).parent, horovod.__version__)
     flags = remembered(cache_file(key), {"gloo": launch.gloo_built, "mpi": launch.mpi_built})

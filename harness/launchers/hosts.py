@@ -16,6 +16,8 @@ from harness.contract import emulated_cluster
 from harness.contract.spec import RunSpec
 
 NETNS_DIR = Path("/run/netns")  # where ip netns keeps the named namespaces
+# runs a command in a namespace host, as ssh would on a cluster (Open MPI's daemons, horovodrun's ranks)
+NETNS_AGENT = "tools/netns_rsh.sh"
 
 
 class RemoteShell(str, Enum):

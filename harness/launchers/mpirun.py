@@ -25,7 +25,6 @@ from harness.launchers import (
 from harness.launchers.hosts import RemoteShell
 
 DEFAULT_PORT = 29500  # torch.distributed's
-NETNS_AGENT = "tools/netns_rsh.sh"  # runs Open MPI's daemon in a namespace host, as ssh would on a cluster
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def command(request: LaunchRequest) -> LaunchCommand:
             # "hole" it guessed in its address space; a second daemon on the same machine crashed there in
             # about one start in seven (exit 139 in hwloc_shmem_topology_write). Without it each
             # process reads the topology itself: 0 crashes in 140 starts.
-            argv += ["--mca", "plm_rsh_agent", str(request.repo_root / NETNS_AGENT),
+            argv += ["--mca", "plm_rsh_agent", str(request.repo_root / host_list.NETNS_AGENT),
                      "--mca", "rtc_hwloc_vmhole", "none"]
         if host_list.shapes_emulated_links(spec):
             # TCP between ranks of one host too (over loopback, the emulated in-host link), not shared memory

@@ -11,12 +11,14 @@ skipped row saying so (each rank holds the model's parameters, gradients and the
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import pandas as pd
 import psutil
 
 import frameworks
+from harness import launchers
 from harness.base.errors import UserError
 from harness.contract import accelerators, model_flops
 from harness.contract.axes import Precision, Size, Strategy, Workload
@@ -29,8 +31,9 @@ from harness.reports.reference import Reference
 RANK_BASE_BYTES = 450e6  # an emulated rank's own memory before its model (Python, torch, gloo, its loader)
 RANK_BYTES_PER_GRADIENT_BYTE = 4  # parameters, gradients, DDP's buckets or Horovod's fusion buffer, a spare
 MEMORY_SHARE = 0.8  # of the memory available now that the emulated ranks may take together
-# the launcher of a framework's ranks on namespace hosts: torchrun's rendezvous, else mpirun's daemons
-NETNS_LAUNCHERS = ("torchrun", "mpirun")
+# the launcher of a framework's ranks on namespace hosts: torchrun's rendezvous, horovodrun's Gloo (its ranks
+# block while they wait; Open MPI's poll, which saturates this machine's cores), else mpirun's daemons
+NETNS_LAUNCHERS = ("torchrun", "horovodrun", "mpirun")
 GRADIENTS = {"exchange": Exchange.GRADIENTS.value}  # an emulated cluster's [emulation], as far as support goes
 
 
@@ -107,12 +110,17 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
         combo["framework"] = framework or combo["framework"]
         combo["launcher"] = launcher_for(combo["framework"])
     names, addresses = list(hosts), list(hosts.values())
-    doc["launcher_options"] = {name: {"hosts": names, "addresses": addresses, "remote": "netns"}
-                               for name in NETNS_LAUNCHERS}
+    doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in NETNS_LAUNCHERS}
     doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
                         "inter_link": pub.inter_link, "dilation": dilation}
     doc["name"], doc["description"] = f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
     return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=doc["name"])
+
+
+def netns_options(launcher: str, names: list[str], addresses: list[str]) -> dict[str, Any]:
+    """``[launcher_options.<launcher>]`` naming the namespace hosts (and their addresses, where it takes them)."""
+    takes = {f.name for f in dataclasses.fields(launchers.module(launcher).Options)}
+    return {"hosts": names, "remote": "netns", **({"addresses": addresses} if "addresses" in takes else {})}
 
 
 def hosts_needed(ref: Reference) -> int:
