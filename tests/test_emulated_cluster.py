@@ -33,6 +33,7 @@ batch_per_worker = 64
 nodes = {nodes}
 procs_per_node = {procs}
 launcher = "{launcher}"
+{extra}
 [launcher_options.{launcher}]
 hosts = {hosts}
 remote = "netns"
@@ -41,11 +42,11 @@ remote = "netns"
 
 
 def _text(framework="torch_ddp", launcher="torchrun", nodes=2, procs=2, size="full", emulation="dilation = 8",
-          names=("h0", "h1", "h2", "h3"), addresses=("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")):
+          names=("h0", "h1", "h2", "h3"), addresses=("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"), extra=""):
     quoted = lambda xs: "[" + ", ".join(f'"{x}"' for x in xs) + "]"  # noqa: E731
     given = f"addresses = {quoted(addresses)}" if launcher != "horovodrun" else ""  # its ranks meet at its rendezvous
     return SCENARIO.format(framework=framework, launcher=launcher, nodes=nodes, procs=procs, size=size,
-                           emulation=emulation, hosts=quoted(names), addresses=given)
+                           emulation=emulation, hosts=quoted(names), addresses=given, extra=extra)
 
 
 def test_links_are_the_interconnect_presets_and_an_unknown_one_is_one_line():
@@ -108,8 +109,9 @@ def test_which_strategies_exchange_real_gradients_is_declared_per_framework():
     gradients = {"exchange": "gradients"}
     ddp, chainer = frameworks.get("torch_ddp"), frameworks.get("chainer")
     assert ddp.unsupported_exchange(Strategy.ONEBIT, gradients) is None
-    assert "not ps_sync" in ddp.unsupported_exchange(Strategy.PS_SYNC, gradients)
-    assert ddp.unsupported_exchange(Strategy.PS_SYNC, {"exchange": "barrier"}) is None
+    assert ddp.unsupported_exchange(Strategy.PS_SYNC, gradients) is None
+    assert "not fsdp" in ddp.unsupported_exchange(Strategy.FSDP, gradients)
+    assert ddp.unsupported_exchange(Strategy.FSDP, {"exchange": "barrier"}) is None
     assert "no emulated accelerators with real gradients" in chainer.unsupported_exchange(Strategy.ALLREDUCE,
                                                                                             gradients)
     assert ddp.unsupported_reason(Workload.RESNET50, Strategy.ALLREDUCE, Storage.SYNTHETIC, None,
@@ -188,6 +190,25 @@ def test_sixteen_emulated_gpus_on_four_hosts_exchange_real_gradients(four_hosts,
     sent = subprocess.run(["ip", "netns", "exec", names[0], "tc", "-s", "qdisc", "show", "dev", "eth0"],
                           capture_output=True, text=True).stdout
     assert "tbf" in sent and int(sent.split("Sent ")[1].split(" bytes")[0]) > 4 * 25_557_032  # a gradient's worth
+
+
+def test_synchronous_parameter_servers_take_emulated_gradients_over_the_shaped_links(four_hosts, write_scenario,
+                                                                                    tmp_path):
+    """ps_sync on 2 hosts x 2 emulated GPUs, a server on each host: the workers push their emulated
+    gradients to both servers and pull the update through TensorPipe's TCP, which the links shape."""
+    pytest.importorskip("torch")
+    from harness.running.runner import run_sweep
+
+    names = list(four_hosts)[:2]
+    text = _text(nodes=2, procs=2, size="tiny", emulation="dilation = 16", names=names,
+                 addresses=[four_hosts[n] for n in names],
+                 extra='strategy = "ps_sync"\n[strategy_options.ps_sync]\nservers = 2')
+    [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row.get("reason")
+    assert (row["strategy"], row["exchange"], row["world_size"]) == ("ps_sync", "gradients", 4)
+    assert row["step_time_p50_s"] >= 0.19  # at least the V100's profiled step in the cluster's time
+    assert row["weights_consistent"]  # every worker loaded the servers' same final tensors
+    assert row["server_bytes_in_per_step"] > 4 * 25_557_032  # a server took its half of 4 workers' gradients a step
 
 
 def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monkeypatch):

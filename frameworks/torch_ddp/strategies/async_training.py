@@ -6,6 +6,12 @@ the same measured loop, ledger and records as DDP's worker, and add two records:
 update of this rank in the measured window) and, on a rank that serves a shard, ``server`` (the
 payload bytes its shard took in and sent out per measured step of that rank).
 
+Device emulated with real gradients (synchronous parameter servers): each worker's model is the emulated
+one (frameworks/shared/pytorch/emulated_gradients.py), whose backward hands over the gradients at a GPU's
+times; the push and pull are then the servers' own, over the emulated links (TCP only: TensorPipe's
+shared-memory transport would pass a host's traffic beside its shaped loopback). The servers' update is real
+work on this CPU (a parameter server's update runs on its host's CPU), undilated: small beside a dilated step.
+
 Learning rate: a synchronous server applies one update per step with the mean of all workers'
 gradients, so it uses the recipe at the global batch; an asynchronous server and Hogwild apply one
 update per worker's batch, so they use the recipe at the batch per worker (Downpour's rule).
@@ -22,13 +28,14 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from frameworks.shared.pytorch import emulated_gradients
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.runtime import versions
 from frameworks.shared.pytorch.training import build_model, dense_bytes, loss_of, optimizer_from_recipe
 from frameworks.torch_ddp.strategies.hogwild import SharedModel, one_host_problem, threads_per_process
 from frameworks.torch_ddp.strategies.parameter_server import ParameterServerTraining
-from harness.contract.axes import Compile, MemoryFormat, Precision, Strategy
+from harness.contract.axes import Compile, Device, MemoryFormat, Precision, Strategy
 from harness.contract.equivalence import recipe
 from harness.contract.events import HOST_VARIABLE, EventWriter
 from harness.contract.measure import run_measured_loop
@@ -61,14 +68,16 @@ def parameter_server(spec: RunSpec, model: torch.nn.Module, next_batch: Callable
     options = dict(spec.strategy_options)
     plan = recipe(spec.workload, spec.global_batch if synchronous else spec.batch_per_worker,
                   spec.workload_options)
+    emulated = spec.device == Device.EMULATED
     client = ParameterServerTraining(model, lambda params: optimizer_from_recipe(plan, params),
                                      servers=int(options["servers"]), synchronous=synchronous,
                                      max_staleness=int(options.get("max_staleness", -1)),
-                                     warmup_steps=spec.warmup_steps)
+                                     warmup_steps=spec.warmup_steps, tcp_only=emulated)
 
     def step() -> torch.Tensor:
         model.zero_grad(set_to_none=True)
-        loss = loss_of(spec.workload, model, next_batch())
+        batch = next_batch()
+        loss = model() if emulated else loss_of(spec.workload, model, batch)  # emulated: the timed passes
         loss.backward()
         client.exchange()  # push the gradient, load the servers' tensors
         return loss.detach()
@@ -121,8 +130,10 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         torch.set_num_threads(threads_per_process(local_world))  # mnist_hogwild: cores // processes
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    events.hello(world, "cpu", versions(), backend="gloo", torch_threads=torch.get_num_threads(),
-                 gpu_model=None, gpu_count=0)
+    emulated = spec.device == Device.EMULATED
+    device_facts = {"accelerator": spec.emulation["accelerator"]} if emulated else {}
+    events.hello(world, "emulated" if emulated else "cpu", versions(), backend="gloo",
+                 torch_threads=torch.get_num_threads(), gpu_model=None, gpu_count=0, **device_facts)
     if spec.strategy in SHARED_MEMORY:
         hosts: list[str | None] = [None] * world
         dist.all_gather_object(hosts, os.environ.get(HOST_VARIABLE) or socket.gethostname())
@@ -132,7 +143,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
             dist.destroy_process_group()
             return
     torch.manual_seed(spec.seed)
-    model = build_model(spec.workload, dict(spec.workload_options))
+    model = emulated_gradients.build(spec) if emulated else build_model(spec.workload, dict(spec.workload_options))
     next_batch, meter, data = batch_source(spec, rank, world, torch.device("cpu"))
     shared = None
     if spec.strategy in PARAMETER_SERVERS:
@@ -147,11 +158,15 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         ledger.between_steps(done)
         if done == spec.warmup_steps:
             marks.update(staleness=len(updates.staleness))
+    watch = emulated_gradients.Watch(spec, model) if emulated else None
     window = run_measured_loop(updates.step, sync=lambda: None, barrier=dist.barrier,
                                warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
                                samples_per_step=samples_per_step(spec.workload, spec.workload_options,
                                                                  spec.batch_per_worker), events=events,
-                               loss_value=lambda t: float(t.item()), between_steps=between_steps)
+                               loss_value=lambda t: float(t.item()),
+                               between_steps=watch.around(between_steps) if watch else between_steps)
+    if watch:
+        watch.record(events, window)
     events.emit("staleness", values=updates.staleness[marks["staleness"]:])
     ledger.after_window(window, dense_bytes(model))
     updates.finish()  # every push is applied: the servers' counters are complete

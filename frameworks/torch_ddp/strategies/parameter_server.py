@@ -163,10 +163,12 @@ class ParameterServerTraining:
     """A worker's side: push gradients, load the tensors that come back, count bytes and staleness.
 
     Call :meth:`exchange` after ``backward()`` (instead of an optimizer step) and :meth:`finish`
-    at the end (every worker then holds the servers' final model)."""
+    at the end (every worker then holds the servers' final model). ``tcp_only``: TensorPipe's TCP
+    transport and plain channel between every pair, also within a host (not shared memory)."""
 
     def __init__(self, model: nn.Module, make_optimizer: Callable[[nn.Module], torch.optim.Optimizer], *,
-                 servers: int, synchronous: bool, max_staleness: int = -1, warmup_steps: int = 0):
+                 servers: int, synchronous: bool, max_staleness: int = -1, warmup_steps: int = 0,
+                 tcp_only: bool = False):
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         if servers > self.world:
             raise ValueError(f"servers = {servers} but the run has {self.world} processes to host them")
@@ -185,9 +187,10 @@ class ParameterServerTraining:
         # Under torchrun, tcp:// rendezvous would only dial the elastic agent's store (a client to our
         # fresh port, which nobody serves): without that variable rank 0 serves the RPC store itself.
         agent_store = os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        transports = {"_transports": ["uv"], "_channels": ["basic"]} if tcp_only else {}
         try:
             rpc.init_rpc(_agent(self.rank), rank=self.rank, world_size=self.world,
-                         rpc_backend_options=rpc.TensorPipeRpcBackendOptions(init_method=endpoint))
+                         rpc_backend_options=rpc.TensorPipeRpcBackendOptions(init_method=endpoint, **transports))
         finally:
             if agent_store is not None:
                 os.environ["TORCHELASTIC_USE_AGENT_STORE"] = agent_store
