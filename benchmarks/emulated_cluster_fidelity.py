@@ -6,10 +6,16 @@ configuration, at time dilations k = 1, 4 and 16.
    exchange in the window), so its step is the compute alone, on the same hosts and threads;
 2. real: PyTorch DDP's allreduce of ResNet-50's 102 MB of gradients over the capped link;
 3. emulated: device emulated, exchange "gradients", compute_s = the profile's step, the same link
-   (``inter_link`` = the cap), k = 1, 4, 16.
-Rounds interleave the three kinds, so drift of the machine hits all alike. Prints the medians, each
-emulated one's ratio to the real one (goal: within 5%, flat in k where the emulation is valid), the rows'
-CPU figures, and appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
+   (``inter_link`` = the cap), k = 1, 4, 16;
+4. emulated with the real run's compute: compute_s = the profile's step plus what the real run's forward
+   and backward compute took beyond the profile's, as DDP's reducer timed both (the ``ddp_timing``
+   records: the slowest rank's median). On this CPU the real backward shares its core with gloo's
+   reduction and the kernel's TCP copies; a GPU's kernels are not slowed by its host's TCP, and an emulated
+   rank's sleep is not either. This row asks the emulation's own question: given the compute as it ran,
+   does the emulated exchange (buckets, overlap, link) give the real step? k = 1, 4, 16.
+Rounds interleave the kinds, so drift of the machine hits all alike. Prints the medians, each emulated
+one's ratio to the real one (goal: within 5%, flat in k where the emulation is valid), the rows' CPU
+figures, and appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
 Usage: python benchmarks/emulated_cluster_fidelity.py [--rounds N] [--cap 2gbit] [--steps S]
 """
 
@@ -20,6 +26,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from harness.contract.events import read_rank
 from harness.experiment import scenario
 from harness.launchers.hosts import namespace_hosts
 from harness.results import provenance
@@ -48,6 +55,23 @@ def _run(doc: dict, results: Path) -> dict:
     return row
 
 
+def compute_s(row: dict) -> float:
+    """The slowest rank's median forward plus backward compute per step (s), as DDP timed it."""
+    per_rank = []
+    for rank in range(row["world_size"]):
+        timing = read_rank(Path(row["run_dir"]), rank).ddp_timing
+        if not timing or not timing["steps"]:
+            raise SystemExit(f"{row['run_dir']}: rank {rank} has no ddp_timing record")
+        per_rank.append(statistics.median(s["forward_compute_s"] + s["backward_compute_s"] for s in timing["steps"]))
+    return max(per_rank)
+
+
+def _emulated(hosts: dict[str, str], args: argparse.Namespace, results: Path, name: str, step_s: float,
+              k: int) -> dict:
+    emulation = {"compute_s": round(step_s, 6), "exchange": "gradients", "inter_link": args.cap, "dilation": k}
+    return _run(_doc(hosts, args.steps, name=name, device="emulated", emulation=emulation), results)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -55,24 +79,28 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="measured steps per run")
     args = parser.parse_args()
     rows: dict[str, list[dict]] = {}
+    computes: list[str] = []  # per round: the profile's step, and the compute alone and in the real run
     with namespace_hosts(2, prefix="rosetta-fid") as hosts, tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp)
         for _ in range(args.rounds):
             profile = _run(_doc(hosts, args.steps, name="profile", matrix={"strategy": "local_sgd"},
                                 strategy_options={"local_sgd": {"tau": 100_000}}), results)
             rows.setdefault("profile (compute only)", []).append(profile)
-            rows.setdefault(f"real, allreduce over {args.cap}", []).append(
-                _run(_doc(hosts, args.steps, name="real", matrix={"network": args.cap}), results))
+            real = _run(_doc(hosts, args.steps, name="real", matrix={"network": args.cap}), results)
+            rows.setdefault(f"real, allreduce over {args.cap}", []).append(real)
+            contended = profile["step_time_p50_s"] + compute_s(real) - compute_s(profile)
+            computes.append(f"{profile['step_time_p50_s']:.3f} / {compute_s(profile):.3f} / {compute_s(real):.3f}")
+            print(f"profile step, compute alone, compute in the real run (s): {computes[-1]}")
             for k in DILATIONS:
-                emulation = {"compute_s": round(profile["step_time_p50_s"], 6), "exchange": "gradients",
-                             "inter_link": args.cap, "dilation": k}
                 rows.setdefault(f"emulated, k = {k}", []).append(
-                    _run(_doc(hosts, args.steps, name=f"emulated-k{k}", device="emulated", emulation=emulation),
-                         results))
-    report(rows, args)
+                    _emulated(hosts, args, results, f"emulated-k{k}", profile["step_time_p50_s"], k))
+            for k in DILATIONS:
+                rows.setdefault(f"emulated with the real run's compute, k = {k}", []).append(
+                    _emulated(hosts, args, results, f"emulated-real-compute-k{k}", contended, k))
+    report(rows, args, computes)
 
 
-def report(rows: dict[str, list[dict]], args: argparse.Namespace) -> None:
+def report(rows: dict[str, list[dict]], args: argparse.Namespace, computes: list[str]) -> None:
     real = statistics.median(r["throughput"] for r in rows[f"real, allreduce over {args.cap}"])
     lines = [f"| run | images/s (median of {args.rounds}) | / real | step p50 s | CPU busy | saturated |",
              "|---|---|---|---|---|---|"]
@@ -87,7 +115,9 @@ def report(rows: dict[str, list[dict]], args: argparse.Namespace) -> None:
     text = (f"\n## Emulated cluster fidelity (benchmarks/emulated_cluster_fidelity.py)\n\n"
             f"ResNet-50 (tiny size: 25.6 M parameters, 102 MB of gradients), batch 8, 2 hosts x 1 rank (1 thread each),"
             f" link {args.cap}, {args.steps} measured steps, {args.rounds} rounds interleaved. Machine: "
-            f"{machine.get('cpu_model')}, {machine.get('cpu_cores')} cores.\n\n" + "\n".join(lines) + "\n")
+            f"{machine.get('cpu_model')}, {machine.get('cpu_cores')} cores. Per round, the profile's step, its "
+            f"forward and backward compute and the real run's, as DDP timed them (s, slowest rank's median): "
+            f"{'; '.join(computes)}.\n\n" + "\n".join(lines) + "\n")
     print(text)
     with open(HERE / "RESULTS.md", "a") as fh:
         fh.write(text)

@@ -62,6 +62,16 @@ def test_onebit_needs_error_feedback_to_match_allreduce(write_scenario, tmp_path
     assert onebit["bytes_per_step"] == without["bytes_per_step"]
     assert json.loads(without["strategy_options"]) == {"error_feedback": False}
     assert onebit["time_to_target_s"] > 0 and onebit["weights_consistent"] is True
+    # DDP's own timing of every measured step but the last (logged at the next forward), on every rank
+    from pathlib import Path
+
+    from harness.contract.events import read_rank
+
+    for rank in (0, 1):
+        steps = read_rank(Path(allreduce["run_dir"]), rank).ddp_timing["steps"]
+        assert len(steps) == 300 - 1
+        assert all(s["forward_compute_s"] > 0 and s["backward_compute_s"] > 0 and s["backward_comm_s"] > 0
+                   and 0 <= s["overlap_s"] <= s["backward_comm_s"] for s in steps)
 
 
 def test_a_run_that_does_not_learn_is_diverged_not_a_throughput(write_scenario, tmp_path):

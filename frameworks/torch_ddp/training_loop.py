@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from frameworks.shared.pytorch import checkpointing, emulated_gradients, numerics, runtime
+from frameworks.shared.pytorch.ddp_timing import DdpTiming
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.training import build_model, make_optimizer, training_step
@@ -107,14 +108,20 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
             else training_step(spec, trained, optimizer, device.type, next_batch, strategy.after_step))
     ledger = StepLedger(spec, events, model, meter, data, lambda: strategy.bytes_sent)
     watch = emulated_gradients.Watch(spec, model) if emulated else None
+    timing = DdpTiming(strategy.module, spec.warmup_steps, device.type)
     if spec.compile == Compile.ON:
         compile_first_step(events, step, started.sync)
+
+    def between_steps(done: int) -> None:
+        ledger.between_steps(done)
+        timing.between_steps(done)
     window = run_measured_loop(step, sync=started.sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps, samples_per_step=samples,
                                events=events, loss_value=lambda t: float(t.item()),
-                               between_steps=watch.around(ledger.between_steps) if watch else ledger.between_steps,
+                               between_steps=watch.around(between_steps) if watch else between_steps,
                                device_memory=runtime.device_memory(device.type))
     ledger.after_window(window, strategy.dense_bytes_per_step)
+    timing.record(events)
     if watch:
         watch.record(events, window)
     if plain_baseline.applies(spec, world) and not emulated:
