@@ -25,10 +25,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.base import config, network
+from harness.base import network
 from harness.base.errors import UserError
+from harness.contract.interconnects import INTERCONNECTS_FILE, load_presets
 
-INTERCONNECTS_FILE = Path(__file__).with_name("interconnects.toml")
 
 # CPU seconds spent per byte of gradient one rank exchanges in a ring allreduce over local TCP (the kernel's
 # send and receive copies, gloo's or MPI's reduction), and per byte a rank makes each step (filling the
@@ -69,13 +69,11 @@ def link(name: str, path: Path = INTERCONNECTS_FILE) -> Link:
     rate, no latency); a one-line error naming the known ones."""
     if network.RATE.match(name):
         return Link(name, network.bits_per_s(name) / 8, 0.0)
-    doc = config.read_toml(path)
-    links = doc.get("link", {})
+    links = load_presets(path).links
     if name not in links:
         raise UserError(f"emulation: unknown link {name!r}; known: {', '.join(links)} ({path.name}), "
                         f"or a rate like '2gbit'")
-    preset = links[name]
-    return Link(name, float(preset["bandwidth_GBps"]) * 1e9, float(preset["latency_us"]) * 1e-6)
+    return Link(name, links[name].bandwidth_Bps, links[name].latency_s)
 
 
 def ring_allreduce_s(link_: Link, ranks: int, nbytes: float) -> float:

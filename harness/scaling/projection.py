@@ -6,69 +6,26 @@ the network between nodes is one link preset, the link within a node another.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
-from harness.base import config
 from harness.base.errors import UserError
 from harness.comm import results as comm_results
 from harness.contract.axes import CommAlgorithm
-from harness.contract.emulated_cluster import INTERCONNECTS_FILE
+from harness.contract.interconnects import INTERCONNECTS_FILE, LinkPreset, load_presets  # noqa: F401 (re-exported)
 from harness.reports.charts import save_figure
 from harness.scaling import check as scaling_check
 from harness.scaling.model import GRADIENT_BYTES_PER_PARAMETER, Link, Network, link_from_allreduce, predict
 
 PRESETS_FILE = INTERCONNECTS_FILE  # the links are the emulated cluster's too
-PRESETS_FORMAT = 1
 DEFAULT_WORKERS = tuple(2 ** k for k in range(3, 11))  # 8 .. 1024
 
 
-@dataclass(frozen=True)
-class LinkPreset:
-    title: str
-    bandwidth_GBps: float = field(metadata={"min": 1e-6})  # effective, each direction (1e9 B/s)
-    latency_us: float = field(metadata={"min": 0})  # per ring step, software included
-    source: str
-
-    def link(self) -> Link:
-        return Link(self.latency_us * 1e-6, self.bandwidth_GBps * 1e9)
-
-
-@dataclass(frozen=True)
-class Baseline:
-    title: str
-    workload: str
-    throughput: float = field(metadata={"min": 1e-9})  # samples/s on one GPU
-    batch_per_worker: int = field(metadata={"min": 1})
-    parameters: int = field(metadata={"min": 1})
-    source: str
-
-    @property
-    def step_time_s(self) -> float:
-        return self.batch_per_worker / self.throughput
-
-
-@dataclass(frozen=True)
-class Presets:
-    links: Mapping[str, LinkPreset]
-    baselines: Mapping[str, Baseline]
-
-
-def load_presets(path: Path = PRESETS_FILE) -> Presets:
-    doc = config.read_toml(path)
-    where = config.Where(str(path))
-    config.check_keys(doc, ["format", "link", "baseline"], where)
-    if doc.get("format") != PRESETS_FORMAT:
-        raise where.error("format", f"must be {PRESETS_FORMAT}, got {doc.get('format')!r}")
-    links = {name: config.build(LinkPreset, config.expect_table(t, where.sub("link"), name), where.sub(f"link.{name}"))
-             for name, t in config.expect_table(doc.get("link", {}), where, "link").items()}
-    baselines = {name: config.build(Baseline, config.expect_table(t, where.sub("baseline"), name),
-                                    where.sub(f"baseline.{name}"))
-                 for name, t in config.expect_table(doc.get("baseline", {}), where, "baseline").items()}
-    return Presets(links, baselines)
+def model_link(preset: LinkPreset) -> Link:
+    """A preset as the scaling model's link."""
+    return Link(preset.latency_s, preset.bandwidth_Bps)
 
 
 MEASURED_PREFIX = "measured:"  # e.g. measured:gloo: the link fitted to this machine's `rosetta comm`

@@ -49,7 +49,7 @@ def projection_report(request: ProjectionRequest) -> list:
     step = request.step_time_s or base.step_time_s
     batch = request.batch or base.batch_per_worker
     params = request.parameters or base.parameters
-    net = Network(intra.link(), inter.link(), request.gpus_per_node)
+    net = Network(projection.model_link(intra), projection.model_link(inter), request.gpus_per_node)
     table = projection.project(step, batch, params, net, tuple(request.workers), tau=request.tau,
                                overlap=request.overlap, servers=request.servers)
     from rich.text import Text

@@ -31,9 +31,9 @@ def network_for(ref: Reference, inter_link: str = "") -> Network:
     """The reference's network: its in-node link, and between nodes its (or a series') inter link."""
     pub = ref.published
     links = projection.load_presets().links
-    intra = projection.pick(links, pub.intra_link, "link").link()
+    intra = projection.model_link(projection.pick(links, pub.intra_link, "link"))
     inter_name = inter_link or pub.inter_link
-    inter = projection.pick(links, inter_name, "link").link() if inter_name else intra
+    inter = projection.model_link(projection.pick(links, inter_name, "link")) if inter_name else intra
     return Network(intra, inter, pub.gpus_per_node)
 
 
