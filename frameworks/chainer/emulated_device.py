@@ -23,6 +23,7 @@ import numpy as np
 
 from frameworks.chainer import runtime
 from frameworks.shared import emulated_rank, image_input, mpi_job
+from harness.contract import emulation
 from harness.contract.axes import Storage
 from harness.contract.equivalence import fixed_batch
 from harness.contract.events import EventWriter
@@ -38,8 +39,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     if skip:  # every rank says so and leaves, none waits for another
         events.emit("skip", reason=skip)
         return
-    events.hello(world, "emulated", runtime.versions(), backend=f"chainermn-{type(comm).__name__}", gpu_model=None,
-                 gpu_count=0, accelerator=spec.emulation["accelerator"])
+    events.hello(world, "emulated", runtime.versions(), backend=f"chainermn-{type(comm).__name__}",
+                 **emulation.hello_facts(spec))
     pipeline, meter = None, None
     if spec.storage == Storage.SYNTHETIC:
         batch = fixed_batch(spec.workload, spec.workload_options, spec.batch_per_worker, seed=spec.seed * 1000 + rank)

@@ -23,6 +23,7 @@ import numpy as np
 from frameworks.horovod_tf.distributed import WIRE_BYTES, barrier, build_facts, build_training, controller
 from frameworks.shared import image_input, mpi_job
 from frameworks.shared.keras import emulated_device, input_pipeline, runtime, training
+from harness.contract import emulation
 from harness.contract.axes import Compile, Device
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
@@ -54,8 +55,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     mpi_job.check_world(world, spec.world_size, "Horovod")
     found = {**runtime.versions(), "horovod": horovod.__version__, **build_facts()}
     if emulating:  # the real tf.data pipeline, a profiled sleep and a 1-float allreduce per step, no model
-        events.hello(world, "emulated", found, backend=f"horovod-{controller()}", **threads, gpu_model=None,
-                     gpu_count=0, accelerator=spec.emulation["accelerator"])
+        events.hello(world, "emulated", found, backend=f"horovod-{controller()}", **threads,
+                     **emulation.hello_facts(spec))
         emulated_device.run(spec, events, rank, world, lambda: barrier(world),
                      lambda token: hvd.broadcast_object(token, root_rank=0))
         hvd.shutdown()

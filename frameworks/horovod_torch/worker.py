@@ -33,6 +33,7 @@ from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.runtime import device_memory, gpu_facts, resolve_device, versions
 from frameworks.shared.pytorch.training import build_model, dense_bytes, loss_of, make_optimizer
+from harness.contract import emulation
 from harness.contract.axes import Device
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
@@ -51,7 +52,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     emulated = spec.device == Device.EMULATED
     if emulated and not emulated_gradients.applies(spec):  # the real loader, a profiled sleep, hvd.barrier()
         events.hello(world, "emulated", found, backend=f"horovod-{controller()}", torch_threads=torch.get_num_threads(),
-                     gpu_model=None, gpu_count=0, accelerator=spec.emulation["accelerator"])
+                     **emulation.hello_facts(spec))
         emulated_device.run(spec, events, rank, world, hvd.barrier,
                      lambda token: hvd.broadcast_object(token, root_rank=0))
         hvd.shutdown()
@@ -61,8 +62,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         hvd.shutdown()
         return
     on_gpu = device.type == "cuda"
-    facts = ({"gpu_model": None, "gpu_count": 0, "accelerator": spec.emulation["accelerator"]} if emulated
-             else gpu_facts(device.type))
+    facts = emulation.hello_facts(spec) if emulated else gpu_facts(device.type)
     events.hello(world, "emulated" if emulated else device.type, found, backend=f"horovod-{controller()}",
                  torch_threads=torch.get_num_threads(), **facts, strategy_note=mpi_job.hierarchical_not_applied(
                      os.environ, bool(hvd.nccl_built()), on_gpu=on_gpu, nodes=hvd.cross_size()))

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from frameworks.shared.keras import emulated_device, runtime
 from frameworks.tf_mwms.mirrored import make_barrier, make_strategy
+from harness.contract import emulation
 from harness.contract.axes import Device
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
@@ -47,7 +48,6 @@ def main(spec: RunSpec, events: EventWriter, rank: int, world: int) -> None:
     if strategy.num_replicas_in_sync != world:
         raise RuntimeError(f"MultiWorkerMirroredStrategy has {strategy.num_replicas_in_sync} replicas, "
                            f"the launcher started {world} ranks")
-    events.hello(world, "emulated", runtime.versions(), backend="ring", gpu_model=None, gpu_count=0,
-                 accelerator=spec.emulation["accelerator"], **threads)
+    events.hello(world, "emulated", runtime.versions(), backend="ring", **emulation.hello_facts(spec), **threads)
     # tf.data after the strategy: MultiWorkerMirroredStrategy must be created before TensorFlow's first op
     emulated_device.run(spec, events, rank, world, make_barrier(strategy, world), token_broadcast(strategy, rank))

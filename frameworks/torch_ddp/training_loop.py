@@ -20,6 +20,7 @@ from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.training import build_model, make_optimizer, training_step
 from frameworks.torch_ddp import plain_baseline
 from frameworks.torch_ddp.strategies import wrapping
+from harness.contract import emulation
 from harness.contract.axes import Compile, Device, Storage, Strategy
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
@@ -78,7 +79,7 @@ def _start_emulated(spec: RunSpec, events: EventWriter) -> Rank:
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     events.hello(world, "emulated", runtime.versions(), backend="gloo", torch_threads=torch.get_num_threads(),
-                 gpu_model=None, gpu_count=0, accelerator=spec.emulation["accelerator"])
+                 **emulation.hello_facts(spec))
     torch.manual_seed(spec.seed)
     return Rank(rank, world, torch.device("cpu"), emulated_gradients.build(spec))
 

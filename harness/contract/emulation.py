@@ -58,6 +58,11 @@ class CpuWindow:
                                 if loader_processes and window_s > 0 else None)}
 
 
+def hello_facts(spec: RunSpec) -> dict[str, Any]:
+    """An emulated accelerator's device facts for its rank's hello record: no GPU, the profile's accelerator."""
+    return {"gpu_model": None, "gpu_count": 0, "accelerator": spec.emulation["accelerator"]}
+
+
 def run_window(spec: RunSpec, events: EventWriter, next_batch: Callable[[], Any], barrier: Callable[[], None],
                meter: Any, loader_processes: int) -> dict[str, float]:
     """Warm-up and measured steps of one emulated accelerator: each a real batch (``next_batch``), the

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from frameworks.shared import emulated_rank
 from frameworks.shared.pytorch import checkpointing, runtime
 from frameworks.shared.pytorch.batches import batch_source
+from harness.contract import emulation
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
 
@@ -44,6 +45,6 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     events.hello(world, "emulated", runtime.versions(), backend="gloo", torch_threads=torch.get_num_threads(),
-                 gpu_model=None, gpu_count=0, accelerator=spec.emulation["accelerator"])
+                 **emulation.hello_facts(spec))
     run(spec, events, rank, world, dist.barrier, checkpointing.broadcast)
     dist.destroy_process_group()

@@ -35,6 +35,7 @@ from frameworks.shared.pytorch.runtime import versions
 from frameworks.shared.pytorch.training import build_model, dense_bytes, loss_of, optimizer_from_recipe
 from frameworks.torch_ddp.strategies.hogwild import SharedModel, one_host_problem, threads_per_process
 from frameworks.torch_ddp.strategies.parameter_server import ParameterServerTraining
+from harness.contract import emulation
 from harness.contract.axes import Compile, Device, MemoryFormat, Precision, Strategy
 from harness.contract.equivalence import recipe
 from harness.contract.events import HOST_VARIABLE, EventWriter
@@ -131,9 +132,9 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     emulated = spec.device == Device.EMULATED
-    device_facts = {"accelerator": spec.emulation["accelerator"]} if emulated else {}
+    device_facts = emulation.hello_facts(spec) if emulated else {"gpu_model": None, "gpu_count": 0}
     events.hello(world, "emulated" if emulated else "cpu", versions(), backend="gloo",
-                 torch_threads=torch.get_num_threads(), gpu_model=None, gpu_count=0, **device_facts)
+                 torch_threads=torch.get_num_threads(), **device_facts)
     if spec.strategy in SHARED_MEMORY:
         hosts: list[str | None] = [None] * world
         dist.all_gather_object(hosts, os.environ.get(HOST_VARIABLE) or socket.gethostname())
