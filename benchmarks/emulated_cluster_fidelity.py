@@ -88,8 +88,9 @@ def main() -> None:
             rows.setdefault("profile (compute only)", []).append(profile)
             real = _run(_doc(hosts, args.steps, name="real", matrix={"network": args.cap}), results)
             rows.setdefault(f"real, allreduce over {args.cap}", []).append(real)
-            contended = profile["step_time_p50_s"] + compute_s(real) - compute_s(profile)
-            computes.append(f"{profile['step_time_p50_s']:.3f} / {compute_s(profile):.3f} / {compute_s(real):.3f}")
+            alone, beside = compute_s(profile), compute_s(real)  # read from the runs' records once
+            contended = profile["step_time_p50_s"] + beside - alone
+            computes.append(f"{profile['step_time_p50_s']:.3f} / {alone:.3f} / {beside:.3f}")
             print(f"profile step, compute alone, compute in the real run (s): {computes[-1]}")
             for k in DILATIONS:
                 rows.setdefault(f"emulated, k = {k}", []).append(
