@@ -155,6 +155,9 @@ def test_scaled_down_published_configuration_runs_end_to_end_locally(tmp_path, c
     text = doc.read_text()
     assert "| predicted | FP32 (batch 112) | 8 | 2,921.1 |" in text, text
     assert "Model vs published (FP32 (batch 112)): 99% vs 97% at 8 (+2." in text
+    # NVIDIA's runs read ImageNet through 8 DataLoader workers per GPU; the report says what ours read against that
+    assert "Published with real input (ImageNet JPEGs, PyTorch DataLoader, 8 workers per GPU" in text
+    assert "Rosetta's runs of it read synthetic data" in text
     assert "| measured |" in text and "| published |" in text
     (chart,) = tmp_path.glob("reproduce-dle-torch-rn50-v100-*.png")
     assert chart.stat().st_size > 20_000

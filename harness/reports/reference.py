@@ -124,6 +124,9 @@ class Published:
     inter_link: str = ""
     algorithm: str = "hierarchical"  # how the source's library reduces (NCCL: within, then across nodes)
     accelerator: str = ""  # the emulated accelerator (harness/contract/accelerators.toml) for --at emulated
+    # what the source's runs read, in its words, where that was not synthetic data: the scaling model and
+    # --at emulated have no input pipeline, so a point the source's input bound reads high in both
+    source_input: str = ""
     runs: tuple[PublishedRun, ...] = ()  # from [[published.runs]]
 
 

@@ -185,6 +185,16 @@ def prediction_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def input_lines(ref: Reference) -> list[str]:
+    """What the published runs read, where it was not synthetic data: the figures beside them had no input
+    pipeline (the model has none; this harness's runs of the reference read synthetic data)."""
+    if ref.published is None or not ref.published.source_input:
+        return []
+    return [f"Published with real input ({ref.published.source_input}); Rosetta's runs of it read synthetic "
+            "data and the scaling model has no input pipeline, so where the source's hosts could not feed their "
+            "GPUs (the fastest steps first), both read high."]
+
+
 def strategy_lines(summary: pd.DataFrame | None) -> list[str]:
     """Each strategy against allreduce at the same worker count, as ratios: throughput (speed-up),
     bytes on the wire per step and time to the target accuracy."""
@@ -221,7 +231,7 @@ def findings(ref: Reference, table: pd.DataFrame, summary: pd.DataFrame | None =
              reduced_run: bool = True) -> list[str]:
     """What was and was not reproduced, in plain sentences (``reduced_run``: the sweep is the reference's
     reduced run, whose notes on what transfers then apply)."""
-    lines = prediction_lines(table) + strategy_lines(summary) + baseline_lines(summary)
+    lines = prediction_lines(table) + input_lines(ref) + strategy_lines(summary) + baseline_lines(summary)
     measured = table[table["source"] == "measured"]
     published = table[table["source"] == "published"]
     if measured.empty:
