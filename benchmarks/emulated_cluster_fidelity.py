@@ -6,13 +6,17 @@ configuration, at time dilations k = 1, 4 and 16.
    exchange in the window), so its step is the compute alone, on the same hosts and threads;
 2. real: PyTorch DDP's allreduce of ResNet-50's 102 MB of gradients over the capped link;
 3. emulated: device emulated, exchange "gradients", compute_s = the profile's step, the same link
-   (``inter_link`` = the cap), k = 1, 4, 16;
+   (``inter_link`` = the cap), k = 1, 4, 16. Its ``update_share`` is the part of the profile's step outside
+   DDP's forward and backward compute (the optimizer's update, zeroing, the next batch: a quarter of the
+   step on this CPU), which a real step spends after the exchange has ended, not beside it;
 4. emulated with the real run's compute: compute_s = the profile's step plus what the real run's forward
    and backward compute took beyond the profile's, as DDP's reducer timed both (the ``ddp_timing``
-   records: the slowest rank's median). On this CPU the real backward shares its core with gloo's
-   reduction and the kernel's TCP copies; a GPU's kernels are not slowed by its host's TCP, and an emulated
-   rank's sleep is not either. This row asks the emulation's own question: given the compute as it ran,
-   does the emulated exchange (buckets, overlap, link) give the real step? k = 1, 4, 16.
+   records: the slowest rank's median), the same update seconds after the exchange. On this CPU the real
+   backward shares its core with gloo's reduction and the kernel's TCP copies; a GPU's kernels are not
+   slowed by its host's TCP, and an emulated rank's sleep is not either. This row asks the emulation's own
+   question: given the compute as it ran, does the emulated exchange (buckets, overlap, link) give the real
+   step? k = 1, 4, 16; and once (k = 4) with no update share, the whole step spread over the passes, to show
+   what the share changes.
 Rounds interleave the kinds, so drift of the machine hits all alike. Prints the medians, each emulated
 one's ratio to the real one (goal: within 5%, flat in k where the emulation is valid), the rows' CPU
 figures, and appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
@@ -67,8 +71,9 @@ def compute_s(row: dict) -> float:
 
 
 def _emulated(hosts: dict[str, str], args: argparse.Namespace, results: Path, name: str, step_s: float,
-              k: int) -> dict:
-    emulation = {"compute_s": round(step_s, 6), "exchange": "gradients", "inter_link": args.cap, "dilation": k}
+              k: int, update_s: float) -> dict:
+    emulation = {"compute_s": round(step_s, 6), "exchange": "gradients", "inter_link": args.cap, "dilation": k,
+                 "update_share": round(update_s / step_s, 4)}
     return _run(_doc(hosts, args.steps, name=name, device="emulated", emulation=emulation), results)
 
 
@@ -89,15 +94,19 @@ def main() -> None:
             real = _run(_doc(hosts, args.steps, name="real", matrix={"network": args.cap}), results)
             rows.setdefault(f"real, allreduce over {args.cap}", []).append(real)
             alone, beside = compute_s(profile), compute_s(real)  # read from the runs' records once
-            contended = profile["step_time_p50_s"] + beside - alone
-            computes.append(f"{profile['step_time_p50_s']:.3f} / {alone:.3f} / {beside:.3f}")
+            step = profile["step_time_p50_s"]
+            update = max(0.0, step - alone)  # outside the passes: after the exchange in a real step
+            contended = step + beside - alone
+            computes.append(f"{step:.3f} / {alone:.3f} / {beside:.3f}")
             print(f"profile step, compute alone, compute in the real run (s): {computes[-1]}")
             for k in DILATIONS:
                 rows.setdefault(f"emulated, k = {k}", []).append(
-                    _emulated(hosts, args, results, f"emulated-k{k}", profile["step_time_p50_s"], k))
+                    _emulated(hosts, args, results, f"emulated-k{k}", step, k, update))
             for k in DILATIONS:
                 rows.setdefault(f"emulated with the real run's compute, k = {k}", []).append(
-                    _emulated(hosts, args, results, f"emulated-real-compute-k{k}", contended, k))
+                    _emulated(hosts, args, results, f"emulated-real-compute-k{k}", contended, k, update))
+            rows.setdefault("emulated with the real run's compute, no update share, k = 4", []).append(
+                _emulated(hosts, args, results, "emulated-real-compute-spread-k4", contended, 4, 0.0))
     report(rows, args, computes)
 
 
@@ -116,8 +125,10 @@ def report(rows: dict[str, list[dict]], args: argparse.Namespace, computes: list
     text = (f"\n## Emulated cluster fidelity (benchmarks/emulated_cluster_fidelity.py)\n\n"
             f"ResNet-50 (tiny size: 25.6 M parameters, 102 MB of gradients), batch 8, 2 hosts x 1 rank (1 thread each),"
             f" link {args.cap}, {args.steps} measured steps, {args.rounds} rounds interleaved. Machine: "
-            f"{machine.get('cpu_model')}, {machine.get('cpu_cores')} cores. Per round, the profile's step, its "
-            f"forward and backward compute and the real run's, as DDP timed them (s, slowest rank's median): "
+            f"{machine.get('cpu_model')}, {machine.get('cpu_cores')} cores. Emulated rows sleep the profile's step "
+            f"outside DDP's forward and backward compute after the exchange (update_share) unless said. Per "
+            f"round, the profile's step, its forward and backward compute and the real run's, as DDP timed "
+            f"them (s, slowest rank's median): "
             f"{'; '.join(computes)}.\n\n" + "\n".join(lines) + "\n")
     print(text)
     with open(HERE / "RESULTS.md", "a") as fh:

@@ -95,7 +95,7 @@ def test_one_host_of_one_gpu_leaves_both_interfaces_unshaped(write_scenario):
 def test_bad_cluster_settings_are_one_line_errors(write_scenario):
     with pytest.raises(UserError, match=r"\[emulation\] accelerator: .*unknown link 'NVLink9'"):
         scenario.load(write_scenario(_text().replace('"PCIe3"', '"NVLink9"')))
-    with pytest.raises(UserError, match=r'links and dilation need exchange = "gradients"'):
+    with pytest.raises(UserError, match=r'links, dilation and update_share need exchange = "gradients"'):
         scenario.load(write_scenario(_text().replace('exchange = "gradients"', "")))
     with pytest.raises(UserError, match=r"\[emulation\] exchange"):
         scenario.load(write_scenario(_text().replace('"gradients"', '"pigeons"')))
@@ -119,12 +119,12 @@ def test_which_strategies_exchange_real_gradients_is_declared_per_framework():
 
 
 class _Spec:
-    def __init__(self, size="tiny", compute_s=0.06, dilation=2.0):
+    def __init__(self, size="tiny", compute_s=0.06, dilation=2.0, update_share=0.0):
         from harness.contract.axes import Size
         from harness.contract.workloads import WORKLOADS
 
         self.workload, self.workload_options = Workload.RESNET50, WORKLOADS[Workload.RESNET50].options(Size(size))
-        self.emulation = {"compute_s": compute_s, "dilation": dilation}
+        self.emulation = {"compute_s": compute_s, "dilation": dilation, "update_share": update_share}
 
 
 def test_the_layers_share_the_step_by_their_own_flops():
@@ -163,6 +163,28 @@ def test_each_gradient_arrives_when_its_layer_backward_would_end():
     # the passes wait for deadlines: never shorter than the profile x k (a third forward), however loaded
     assert forward_done - start >= 0.04 - 1e-3 and end - start >= 0.12 - 1e-3
     assert end - start < 1.0  # and not far beyond it (generous: this machine is shared)
+
+
+def test_the_update_share_waits_after_the_backward_instead_of_in_it():
+    """An update's share of the step is not spent in the backward, where the exchange would overlap it."""
+    torch = pytest.importorskip("torch")
+    from frameworks.shared.pytorch import emulated_gradients
+
+    model = emulated_gradients.build(_Spec(compute_s=0.1, dilation=2.0, update_share=0.5))
+    start = time.perf_counter()
+    model(torch.zeros(1)).backward()
+    passes = time.perf_counter()
+    model.update()
+    end = time.perf_counter()
+    assert passes - start >= 0.1 - 1e-3 and end - passes >= 0.1 - 1e-3  # half of 0.2 s dilated each
+    # the passes aim at half the step (a third of it the forward), the update at the other half
+    passes_s = model.forward_clock.offsets[-1] + model.backward_clock.offsets[-1]
+    assert passes_s == pytest.approx(0.1) and model.forward_clock.offsets[-1] == pytest.approx(0.1 / 3)
+    assert model.update_clock.offsets == [pytest.approx(0.1)]
+    plain = emulated_gradients.build(_Spec(compute_s=0.1, dilation=2.0))
+    start = time.perf_counter()
+    plain.update()  # no share: returns at once
+    assert time.perf_counter() - start < 0.05
 
 
 @pytest.mark.parametrize("framework, launcher", [("torch_ddp", "torchrun"), ("horovod_torch", "horovodrun")])

@@ -107,6 +107,7 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
             loss = model()
             loss.backward()
             emulated_exchange(optimizer)
+            model.update()  # the update's share of the step, after the last gradient
             return loss.detach()
         with numerics.autocast(spec, device.type):
             loss = loss_of(spec.workload, model, next_batch())

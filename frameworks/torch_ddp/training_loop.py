@@ -105,7 +105,7 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
                                                                          spec.batch_per_worker)
     emulated = spec.device == Device.EMULATED
     trained = numerics.maybe_compile(spec, strategy.module)
-    step = (emulated_gradients.training_step(trained, optimizer, next_batch, strategy.after_step) if emulated
+    step = (emulated_gradients.training_step(trained, model, optimizer, next_batch, strategy.after_step) if emulated
             else training_step(spec, trained, optimizer, device.type, next_batch, strategy.after_step))
     ledger = StepLedger(spec, events, model, meter, data, lambda: strategy.bytes_sent)
     watch = emulated_gradients.Watch(spec, model) if emulated else None

@@ -56,6 +56,10 @@ class EmulationOptions:
     intra_link: str = ""  # between GPUs of a host: a [link] of interconnects.toml, e.g. "PCIe3", "NVLink"
     inter_link: str = ""  # each host's network card, e.g. "10GbE", "IB-EDR"
     dilation: float = field(default=0.0, metadata={"min": 0.0, "max": emulated_cluster.MAX_DILATION})  # 0: auto
+    # of the step's compute, the share after the backward (the optimizer's update, the next batch), which the
+    # gradients' exchange does not overlap: it starts once the last one has arrived. 0: all forward and backward
+    # (a GPU's fused update is well under 1% of its step; a CPU's plain SGD a quarter of it: the fidelity check)
+    update_share: float = field(default=0.0, metadata={"min": 0.0, "max": 0.9})
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> tuple[list[Profile], dict[str, float]]:
@@ -104,8 +108,9 @@ def resolve(options: EmulationOptions, workload: Workload, batch: int, precision
                 "au_threshold": options.au_threshold or thresholds.get(workload.value, 0.9)}
     if options.exchange == Exchange.GRADIENTS:
         resolved.update(_cluster(options, workload, size, nodes, procs_per_node, resolved["compute_s"]))
-    elif options.intra_link or options.inter_link or options.dilation:
-        raise UserError('emulation: links and dilation need exchange = "gradients" (a barrier carries no bytes)')
+    elif options.intra_link or options.inter_link or options.dilation or options.update_share:
+        raise UserError('emulation: links, dilation and update_share need exchange = "gradients" '
+                        '(a barrier carries no bytes)')
     return resolved
 
 
@@ -120,7 +125,8 @@ def _cluster(options: EmulationOptions, workload: Workload, size: Size, nodes: i
         exchange_s = emulated_cluster.undilated_exchange_s(intra, inter, nodes, procs_per_node, grad)
         k = emulated_cluster.auto_dilation(nodes * procs_per_node, grad, exchange_s, compute_s, os.cpu_count() or 1)
     return {"exchange": Exchange.GRADIENTS.value, "intra_link": options.intra_link,
-            "inter_link": options.inter_link, "dilation": float(k), "dilation_auto": not options.dilation}
+            "inter_link": options.inter_link, "dilation": float(k), "dilation_auto": not options.dilation,
+            "update_share": options.update_share}
 
 
 class EmulatedStep:

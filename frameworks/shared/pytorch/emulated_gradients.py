@@ -9,7 +9,10 @@ gradient is ready when a GPU's backward would have made it. What happens next is
 DDP's reducer fills its buckets and starts their allreduce while earlier layers still "compute", a
 strategy's comm hook compresses them (1-bit SGD), Horovod's hooks hand them to its background thread's
 fusion buffer and cycle, local SGD averages the weights every few steps. The optimizer's update is not
-run: on a GPU it is inside the profiled step time, and here it would be this CPU's work, undilated.
+run: on a GPU it is inside the profiled step time, and here it would be this CPU's work, undilated. Its
+time is slept after the exchange instead, as the step's ``update_share`` ([emulation]; 0 by default: a GPU's
+fused update is well under 1% of its step), since an update waits for the last gradient, and that part of
+the step, spread over the backward instead, would hide as much of the exchange behind it.
 
 Shares: each module that owns parameters gets its own FLOPs in one forward pass (torch's FlopCounterMode
 on the meta device, at the workload's real input shape; what its submodules count is theirs), the ops of
@@ -67,15 +70,17 @@ class EmulatedModel(nn.Module):
     parameter's gradient at its layer's time. ``model`` stays a submodule, so parameter names, order and
     buffers are the real model's (DDP broadcasts the buffers, a checkpoint holds the real state)."""
 
-    def __init__(self, model: nn.Module, shares: list[float], compute_s: float, dilation: float):
+    def __init__(self, model: nn.Module, shares: list[float], compute_s: float, dilation: float,
+                 update_share: float = 0.0):
         super().__init__()
         self.model = model
         self.groups = [list(m.parameters(recurse=False)) for m in _owners(model)]
-        step = compute_s * dilation
-        forward = [s * step * FORWARD_SHARE for s in shares]
-        backward = [s * step * (1 - FORWARD_SHARE) for s in reversed(shares)]
+        passes = compute_s * dilation * (1 - update_share)  # forward and backward, dilated (s)
+        forward = [s * passes * FORWARD_SHARE for s in shares]
+        backward = [s * passes * (1 - FORWARD_SHARE) for s in reversed(shares)]
         self.forward_clock = Schedule(_cumulative(forward))
         self.backward_clock = Schedule(_cumulative(backward))
+        self.update_clock = Schedule([compute_s * dilation * update_share])
         self.carry = torch.zeros(())
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
@@ -86,9 +91,14 @@ class EmulatedModel(nn.Module):
             carry = _TimedLayer.apply(carry, self, index, count, *params)
         return carry
 
+    def update(self) -> None:
+        """The update's share of the step, after the exchange has delivered every gradient."""
+        self.update_clock.begin()
+        self.update_clock.wait(0)
+
     @property
     def late_s(self) -> float:
-        return self.forward_clock.late_s + self.backward_clock.late_s
+        return self.forward_clock.late_s + self.backward_clock.late_s + self.update_clock.late_s
 
 
 class _TimedLayer(torch.autograd.Function):
@@ -159,7 +169,8 @@ def build(spec: RunSpec) -> EmulatedModel:
     """The rank's emulated model: the real one (the seed's weights) with its layers' shares of the step."""
     model = build_model(spec.workload, dict(spec.workload_options))
     emulation = spec.emulation
-    return EmulatedModel(model, layer_shares(spec), float(emulation["compute_s"]), float(emulation["dilation"]))
+    return EmulatedModel(model, layer_shares(spec), float(emulation["compute_s"]), float(emulation["dilation"]),
+                         float(emulation.get("update_share", 0.0)))
 
 
 def applies(spec: RunSpec) -> bool:
@@ -177,17 +188,20 @@ def horovod_environment(spec: RunSpec, environ: Mapping[str, str]) -> dict[str, 
     return {"HOROVOD_CYCLE_TIME": f"{cycle * float(spec.emulation['dilation']):g}"}
 
 
-def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, next_batch: Callable[[], object],
-                  after: Callable[[], None] = lambda: None) -> Callable[[], torch.Tensor]:
+def training_step(model: nn.Module, emulated: EmulatedModel, optimizer: torch.optim.Optimizer,
+                  next_batch: Callable[[], object], after: Callable[[], None] = lambda: None
+                  ) -> Callable[[], torch.Tensor]:
     """An emulated step: the real batch fetched (the loader's work is real), the timed forward and backward
-    through ``model`` (DDP's wrapper, whose backward ends when its last bucket's allreduce has), a strategy's
-    ``after`` (local SGD's averaging); returns the scalar the backward ran from. No update (see above)."""
+    through ``model`` (DDP's wrapper of ``emulated``, whose backward ends when its last bucket's allreduce
+    has), the update's timed share, a strategy's ``after`` (local SGD's averaging); returns the scalar the
+    backward ran from. No update is computed (see above)."""
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         next_batch()
         out = model()
         out.backward()
+        emulated.update()
         after()
         return out.detach()
 

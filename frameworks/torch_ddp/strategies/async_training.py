@@ -81,6 +81,8 @@ def parameter_server(spec: RunSpec, model: torch.nn.Module, next_batch: Callable
         loss = model() if emulated else loss_of(spec.workload, model, batch)  # emulated: the timed passes
         loss.backward()
         client.exchange()  # push the gradient, load the servers' tensors
+        if emulated:
+            model.update()  # the profiled step's share after its exchange
         return loss.detach()
 
     def served() -> tuple[int, int] | None:
