@@ -75,12 +75,13 @@ class EmulatedModel(nn.Module):
         super().__init__()
         self.model = model
         self.groups = [list(m.parameters(recurse=False)) for m in _owners(model)]
-        passes = compute_s * dilation * (1 - update_share)  # forward and backward, dilated (s)
+        step = compute_s * dilation  # dilated (s)
+        passes = step * (1 - update_share)  # forward and backward
         forward = [s * passes * FORWARD_SHARE for s in shares]
         backward = [s * passes * (1 - FORWARD_SHARE) for s in reversed(shares)]
         self.forward_clock = Schedule(_cumulative(forward))
         self.backward_clock = Schedule(_cumulative(backward))
-        self.update_clock = Schedule([compute_s * dilation * update_share])
+        self.update_clock = Schedule([step * update_share])
         self.carry = torch.zeros(())
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
