@@ -1,6 +1,7 @@
 """The emulated GPU cluster: emulated accelerators whose real gradients cross shaped, time-dilated links
 (harness/contract/emulated_cluster.py, frameworks/shared/pytorch/emulated_gradients.py)."""
 
+import shutil
 import time
 
 import pytest
@@ -73,6 +74,33 @@ def test_auto_dilation_grows_with_the_ranks_exchange_and_stays_a_capped_power_of
     assert emulated_cluster.auto_dilation(4096, grad, 1e-6, 1e-6, cores=1) == emulated_cluster.MAX_DILATION
 
 
+def test_a_costlier_exchange_gets_a_larger_dilation():
+    """TensorFlow's RING over gRPC costs this CPU about 4x gloo's a byte: auto's k for 8 P100 ranks grows."""
+    grad = 4 * 25_557_032
+    gloo = emulated_cluster.auto_dilation(8, grad, 0.0015, 0.2922, cores=2)
+    grpc = emulated_cluster.auto_dilation(8, grad, 0.0015, 0.2922, cores=2, exchange_cpu_cost=4.0)
+    assert (gloo, grpc) == (64.0, 256.0)
+
+
+def test_an_exchange_this_cpu_held_back_saturates_the_row_when_it_is_a_visible_part_of_the_step():
+    from harness.running.emulation_fields import cluster_fields
+
+    def record(exchange_s, exchange_cpu_busy, host_cpu_busy=0.16, link_exchange_s=0.0015):
+        return {"exchange": "gradients", "dilation": 64.0, "compute_s": 0.2922, "intra_link": "NVLink",
+                "inter_link": "", "late_s": 0.0, "host_cpu_busy": host_cpu_busy, "exchange_s": exchange_s,
+                "exchange_cpu_busy": exchange_cpu_busy, "link_exchange_s": link_exchange_s}
+
+    step = 0.2922 * 64  # dilated (s)
+    held_back = cluster_fields([record(step / 10, 0.99)])  # tf-docs-dgx1 at k = 64: 1.8 s of 18.7 s, NVLink's 0.1 s
+    assert held_back["emulation_saturated"] and held_back["exchange_s"] == pytest.approx(0.2922 / 10)
+    assert not cluster_fields([record(step / 40, 0.99)])["emulation_saturated"]  # busy, but a 40th of the step
+    assert not cluster_fields([record(step / 10, 0.30)])["emulation_saturated"]  # long, the CPU mostly idle
+    # Open MPI's ranks poll (busy) while a slow link takes its own time: not this machine's doing
+    assert not cluster_fields([record(step / 10, 0.99, link_exchange_s=0.2922 / 10)])["emulation_saturated"]
+    assert not cluster_fields([record(None, None)])["emulation_saturated"]  # DDP: its exchange is in the backward
+    assert cluster_fields([record(None, None, host_cpu_busy=0.8)])["emulation_saturated"]
+
+
 def test_a_scenario_resolves_the_cluster_and_the_hosts_get_their_links(write_scenario):
     specs = matrix.expand(scenario.load(write_scenario(_text())))
     [spec] = specs
@@ -107,13 +135,15 @@ def test_which_strategies_exchange_real_gradients_is_declared_per_framework():
     import frameworks
 
     gradients = {"exchange": "gradients"}
-    ddp, chainer = frameworks.get("torch_ddp"), frameworks.get("chainer")
+    ddp, horovod_tf = frameworks.get("torch_ddp"), frameworks.get("horovod_tf")
     assert ddp.unsupported_exchange(Strategy.ONEBIT, gradients) is None
     assert ddp.unsupported_exchange(Strategy.PS_SYNC, gradients) is None
     assert "not fsdp" in ddp.unsupported_exchange(Strategy.FSDP, gradients)
     assert ddp.unsupported_exchange(Strategy.FSDP, {"exchange": "barrier"}) is None
-    assert "no emulated accelerators with real gradients" in chainer.unsupported_exchange(Strategy.ALLREDUCE,
-                                                                                            gradients)
+    for name in ("tf_mwms", "chainer"):
+        assert frameworks.get(name).unsupported_exchange(Strategy.ALLREDUCE, gradients) is None
+    assert "no emulated accelerators with real gradients" in horovod_tf.unsupported_exchange(Strategy.ALLREDUCE,
+                                                                                               gradients)
     assert ddp.unsupported_reason(Workload.RESNET50, Strategy.ALLREDUCE, Storage.SYNTHETIC, None,
                                   Device.EMULATED) is None
 
@@ -214,6 +244,36 @@ def test_sixteen_emulated_gpus_on_four_hosts_exchange_real_gradients(four_hosts,
     assert "tbf" in sent and int(sent.split("Sent ")[1].split(" bytes")[0]) > 4 * 25_557_032  # a gradient's worth
 
 
+@pytest.mark.parametrize("framework, launcher", [("tf_mwms", "torchrun"), ("chainer", "mpirun")])
+def test_frameworks_that_exchange_after_the_backward_take_emulated_gradients(four_hosts, write_scenario, tmp_path,
+                                                                            framework, launcher):
+    """2 hosts x 2 emulated GPUs of a framework whose step exchanges all gradients after the backward:
+    MultiWorkerMirroredStrategy's RING all-reduce of ResNet-50's gradients in one pack (as Keras's optimizer
+    hands them over), ChainerMN's MPI allreduces (as its multi-node optimizer's update makes them), across
+    the shaped links after the timed passes; the step is the profile's and the exchange's, one after the
+    other. Each worker checks that the exchange summed every rank's gradient."""
+    import frameworks
+
+    missing = frameworks.get(framework).missing_modules() + ([launcher] if shutil.which(launcher) is None else [])
+    if missing:
+        pytest.skip(f"{framework} needs {', '.join(missing)}")
+    import subprocess
+
+    from harness.running.runner import run_sweep
+
+    names = list(four_hosts)[:2]
+    text = _text(framework=framework, launcher=launcher, nodes=2, procs=2, size="tiny", emulation="dilation = 16",
+                 names=names, addresses=[four_hosts[n] for n in names])
+    [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row.get("reason")
+    assert (row["framework"], row["exchange"], row["world_size"], row["dilation"]) == (framework, "gradients", 4, 16.0)
+    assert row["step_time_p50_s"] >= 0.19  # at least the V100's profiled step in the cluster's time
+    assert row["weights_consistent"]  # the broadcast initial values, alike on every worker
+    sent = subprocess.run(["ip", "netns", "exec", names[0], "tc", "-s", "qdisc", "show", "dev", "eth0"],
+                          capture_output=True, text=True).stdout
+    assert int(sent.split("Sent ")[1].split(" bytes")[0]) > 4 * 25_557_032  # more than a gradient (102 MB)
+
+
 def test_synchronous_parameter_servers_take_emulated_gradients_over_the_shaped_links(four_hosts, write_scenario,
                                                                                     tmp_path):
     """ps_sync on 2 hosts x 2 emulated GPUs, a server on each host: the workers push their emulated
@@ -238,12 +298,24 @@ def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monk
     exchanges); its report gives each point's error beside the scaling model's on the same points."""
     import pandas as pd
 
+    import frameworks
     from harness.reports import emulated_reproduction as emulated, reference
     from harness.scaling.published import predicted_rows
 
     batchai = reference.get("batchai-torch-v100")
     assert emulated.coverage(batchai) is None and emulated.emulated_here(batchai).startswith("yes: 5 points")
     assert "no [published] accelerator" in emulated.coverage(reference.get("dle-bert-large-a100"))
+    assert emulated.coverage(reference.get("tf-docs-dgx1")) is None  # tf_mwms, its P100 profile
+    tf_rank, ddp_rank = emulated.rank_bytes(reference.get("tf-docs-dgx1")), emulated.rank_bytes(batchai)
+    assert tf_rank - ddp_rank == (frameworks.get("tf_mwms").emulated_rank_base_bytes
+                                  - frameworks.get("torch_ddp").emulated_rank_base_bytes)  # TensorFlow's runtime
+    from rich.console import Console
+
+    from harness.reports.reference_list import references_table
+
+    console = Console(width=400, record=True)
+    console.print(references_table())
+    assert "no [published] accelerator" in console.export_text()  # the section's name, not taken for markup
     monkeypatch.setattr(emulated, "max_ranks", lambda ref: 16)
     assert "points above 16 GPUs skipped" in emulated.emulated_here(batchai)
     scenario_ = emulated.emulated_scenario(batchai, {"h0": "10.0.0.1", "h1": "10.0.0.2"}, framework="torch_ddp")

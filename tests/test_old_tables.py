@@ -53,6 +53,7 @@ GROUPS = {
            "model_flops_per_sample achieved_tflops peak_tflops peak_source peak_devices mfu",
     "busy": "other_cpu_share load_avg steal_share cpu_mhz machine_busy busy_note",
     "cluster": "exchange intra_link inter_link dilation emulation_late_s emulation_saturated",
+    "exchange_apart": "exchange_s exchange_cpu_busy",
 }
 _MAIN = "strategy network telemetry precision storage layout"
 SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table has beyond FIRST)
@@ -78,6 +79,8 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
                    "partitions mlperf mfu busy"),
     (5, "5db678b", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers stage_time "
                    "partitions mlperf mfu busy cluster"),
+    (5, "HEAD", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers stage_time "
+                "partitions mlperf mfu busy cluster exchange_apart"),
 ]
 
 

@@ -23,4 +23,8 @@ INFO = FrameworkInfo(
     # declared for completeness, the worker says why when CuPy is missing
     # emulated: the real iterator, a profiled sleep and an MPI barrier per step, no model (emulated_device.py)
     devices=(Device.CPU, Device.CUDA, Device.EMULATED),
+    # device emulated with real gradients (emulated_gradients.py): the multi-node optimizer averages the
+    # gradients after the whole backward, so the emulated step is the passes' sleep, the communicator's own
+    # MPI allreduces over the shaped links, then the update's sleep
+    emulated_exchanges=(Strategy.ALLREDUCE,),
 )

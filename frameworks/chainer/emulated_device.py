@@ -18,6 +18,8 @@ Import after ``frameworks.chainer.compat.import_chainer()`` (the worker does).
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import chainermn
 import numpy as np
 
@@ -32,30 +34,43 @@ from harness.contract.spec import RunSpec
 
 def main(spec: RunSpec, events: EventWriter) -> None:
     """One emulated accelerator's rank: real batches through the iterator, profiled sleeps, an MPI barrier."""
-    comm = chainermn.create_communicator("naive")
-    rank, world = comm.rank, comm.size
-    mpi_job.check_world(world, spec.world_size, "MPI")
-    skip = image_input.unsupported(spec, "chainer")
-    if skip:  # every rank says so and leaves, none waits for another
-        events.emit("skip", reason=skip)
+    comm = start(spec, events)
+    if comm is None:
         return
-    events.hello(world, "emulated", runtime.versions(), backend=f"chainermn-{type(comm).__name__}",
-                 **emulation.hello_facts(spec))
-    pipeline, meter = None, None
-    if spec.storage == Storage.SYNTHETIC:
-        batch = fixed_batch(spec.workload, spec.workload_options, spec.batch_per_worker, seed=spec.seed * 1000 + rank)
-        next_batch = lambda: batch  # noqa: E731
-    else:  # real JPEGs from storage through a Chainer iterator, each wait timed
-        from frameworks.chainer.input_pipeline import Pipeline
-
-        pipeline = Pipeline(spec, rank, world)
-        if spec.storage.fills_cache:
-            pipeline.fill_cache()
-        meter = image_input.StallMeter(pipeline)
-
-        def next_batch() -> tuple[np.ndarray, np.ndarray]:
-            return meter.next_batch(pipeline.next)
-
+    rank, world = comm.rank, comm.size
+    next_batch, pipeline, meter = batch_source(spec, rank, world)
     emulated_rank.run(spec, events, rank, world, next_batch, meter, pipeline.shard.loader_workers if pipeline else 0,
                       comm.mpi_comm.Barrier, lambda token: comm.mpi_comm.bcast(token, root=0),
                       close=pipeline.close if pipeline else None)
+
+
+def start(spec: RunSpec, events: EventWriter) -> Any:
+    """An emulated rank's ChainerMN communicator (``naive``: MPI on the CPU) after its hello; None where the
+    run cannot read its data here (a skip record says why; every rank leaves, none waits for another)."""
+    comm = chainermn.create_communicator("naive")
+    mpi_job.check_world(comm.size, spec.world_size, "MPI")
+    skip = image_input.unsupported(spec, "chainer")
+    if skip:
+        events.emit("skip", reason=skip)
+        return None
+    events.hello(comm.size, "emulated", runtime.versions(), backend=f"chainermn-{type(comm).__name__}",
+                 **emulation.hello_facts(spec))
+    return comm
+
+
+def batch_source(spec: RunSpec, rank: int, world: int) -> tuple[Callable[[], Any], Any, Any]:
+    """(next_batch, the input pipeline, its stall meter) of an emulated rank: the fixed batch (pipeline and
+    meter None), or real JPEGs from storage through a Chainer iterator, each wait timed."""
+    if spec.storage == Storage.SYNTHETIC:
+        batch = fixed_batch(spec.workload, spec.workload_options, spec.batch_per_worker, seed=spec.seed * 1000 + rank)
+        return (lambda: batch), None, None
+    from frameworks.chainer.input_pipeline import Pipeline
+
+    pipeline = Pipeline(spec, rank, world)
+    if spec.storage.fills_cache:
+        pipeline.fill_cache()
+    meter = image_input.StallMeter(pipeline)
+
+    def next_batch() -> tuple[np.ndarray, np.ndarray]:
+        return meter.next_batch(pipeline.next)
+    return next_batch, pipeline, meter

@@ -20,7 +20,7 @@ import chainermn  # noqa: E402
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
-from frameworks.chainer import emulated_device, runtime  # noqa: E402
+from frameworks.chainer import emulated_device, emulated_gradients, runtime  # noqa: E402
 from frameworks.chainer.models import build_model, loss_of, parameter_count  # noqa: E402
 from frameworks.chainer.training import (  # noqa: E402
     optimizer_from_recipe,
@@ -28,6 +28,7 @@ from frameworks.chainer.training import (  # noqa: E402
     weights_checksum,
 )
 from frameworks.shared import image_input  # noqa: E402
+from harness.contract import emulated_cluster  # noqa: E402
 from harness.contract.axes import Device, Storage  # noqa: E402
 from harness.contract.equivalence import fixed_batch, recipe  # noqa: E402
 from harness.contract.events import EventWriter  # noqa: E402
@@ -78,6 +79,8 @@ def batches(spec: RunSpec, rank: int, world: int, device: Any) -> tuple[Callable
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
+    if spec.device == Device.EMULATED and emulated_cluster.exchanges_gradients(spec.emulation):
+        return emulated_gradients.main(spec, events)  # the model's gradients, averaged after the passes
     if spec.device == Device.EMULATED:  # the real iterator, a profiled sleep per step, no model
         return emulated_device.main(spec, events)
     comm, device, sync = start(spec, events)

@@ -27,7 +27,7 @@ from frameworks.horovod_torch.distributed import (
     emulated_exchange,
     scaled_step,
 )
-from frameworks.shared import mpi_job
+from frameworks.shared import emulated_clock, mpi_job
 from frameworks.shared.pytorch import emulated_device, emulated_gradients, numerics
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
@@ -116,7 +116,7 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     ledger = StepLedger(spec, events, model, meter, data, lambda: compression.bytes_sent)
-    watch = emulated_gradients.Watch(spec, model) if emulated else None
+    watch = emulated_clock.Watch(spec, model) if emulated else None
     window = run_measured_loop(step, sync=sync, barrier=hvd.barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps,
                                samples_per_step=samples_per_step(spec.workload, spec.workload_options,

@@ -3,7 +3,8 @@
 What more than one framework uses lives here, and only here: ``image_input`` (the framework-free part
 of the real-data input: shards, decode and augment, the stall meter), ``mpi_job`` (the checks that a rank
 was started as one MPI or Horovod job), ``emulated_rank`` (the part of an emulated accelerator's rank that
-is the same in every framework), ``pytorch/`` (the PyTorch models, data, numerics, ledger and emulated rank
+is the same in every framework), ``emulated_clock`` (the sleeps, exchange timing and record of an emulated
+accelerator with real gradients), ``pytorch/`` (the PyTorch models, data, numerics, ledger and emulated rank
 of torch_ddp and horovod_torch) and ``keras/`` (the Keras models, tf.data input, training step and emulated
 rank of tf_mwms and horovod_tf).
 

@@ -42,6 +42,13 @@ def token_broadcast(strategy: tf.distribute.MultiWorkerMirroredStrategy, rank: i
 
 def main(spec: RunSpec, events: EventWriter, rank: int, world: int) -> None:
     """One emulated accelerator's rank: real batches through tf.data, profiled sleeps, a barrier per step."""
+    strategy = start(spec, events, rank, world)
+    # tf.data after the strategy: MultiWorkerMirroredStrategy must be created before TensorFlow's first op
+    emulated_device.run(spec, events, rank, world, make_barrier(strategy, world), token_broadcast(strategy, rank))
+
+
+def start(spec: RunSpec, events: EventWriter, rank: int, world: int) -> tf.distribute.MultiWorkerMirroredStrategy:
+    """An emulated rank's strategy (on the CPU: the collectives RING over gRPC) after its hello."""
     threads = runtime.configure_threads()
     runtime.resolve_device(Device.CPU, 0)  # an emulated accelerator computes nothing: GPUs hidden
     strategy = make_strategy(spec, events.out_dir, rank, world, "cpu")
@@ -49,5 +56,4 @@ def main(spec: RunSpec, events: EventWriter, rank: int, world: int) -> None:
         raise RuntimeError(f"MultiWorkerMirroredStrategy has {strategy.num_replicas_in_sync} replicas, "
                            f"the launcher started {world} ranks")
     events.hello(world, "emulated", runtime.versions(), backend="ring", **emulation.hello_facts(spec), **threads)
-    # tf.data after the strategy: MultiWorkerMirroredStrategy must be created before TensorFlow's first op
-    emulated_device.run(spec, events, rank, world, make_barrier(strategy, world), token_broadcast(strategy, rank))
+    return strategy

@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from frameworks.shared import emulated_clock
 from frameworks.shared.pytorch import checkpointing, emulated_gradients, numerics, runtime
 from frameworks.shared.pytorch.ddp_timing import DdpTiming
 from frameworks.shared.pytorch.batches import batch_source
@@ -108,7 +109,7 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
     step = (emulated_gradients.training_step(trained, model, optimizer, next_batch, strategy.after_step) if emulated
             else training_step(spec, trained, optimizer, device.type, next_batch, strategy.after_step))
     ledger = StepLedger(spec, events, model, meter, data, lambda: strategy.bytes_sent)
-    watch = emulated_gradients.Watch(spec, model) if emulated else None
+    watch = emulated_clock.Watch(spec, model) if emulated else None
     timing = DdpTiming(strategy.module, spec.warmup_steps, device.type)
     if spec.compile == Compile.ON:
         compile_first_step(events, step, started.sync)

@@ -90,10 +90,12 @@ def lookup(accelerator: str, workload: Workload, batch: int, precision: Precisio
 
 
 def resolve(options: EmulationOptions, workload: Workload, batch: int, precision: Precision,
-            size: Size = Size.FULL, nodes: int = 1, procs_per_node: int = 1) -> dict[str, Any]:
+            size: Size = Size.FULL, nodes: int = 1, procs_per_node: int = 1,
+            exchange_cpu_cost: float = 1.0) -> dict[str, Any]:
     """A run's ``emulation`` mapping: accelerator, compute_s (per step, scaled), step, au_threshold, source;
     with ``exchange = "gradients"`` also the links and the dilation k (``dilation = 0``: picked for this
-    configuration and this machine's cores by :func:`emulated_cluster.auto_dilation`)."""
+    configuration and this machine's cores by :func:`emulated_cluster.auto_dilation`, the framework's
+    exchange costing ``exchange_cpu_cost`` x gloo's CPU a byte)."""
     profiles, thresholds = load_profiles()
     if options.compute_s > 0:
         compute, source = options.compute_s, "given in the scenario's [emulation] compute_s"
@@ -107,7 +109,8 @@ def resolve(options: EmulationOptions, workload: Workload, batch: int, precision
                 "step": options.step, "source": source,
                 "au_threshold": options.au_threshold or thresholds.get(workload.value, 0.9)}
     if options.exchange == Exchange.GRADIENTS:
-        resolved.update(_cluster(options, workload, size, nodes, procs_per_node, resolved["compute_s"]))
+        resolved.update(_cluster(options, workload, size, nodes, procs_per_node, resolved["compute_s"],
+                                 exchange_cpu_cost))
     elif options.intra_link or options.inter_link or options.dilation or options.update_share:
         raise UserError('emulation: links, dilation and update_share need exchange = "gradients" '
                         '(a barrier carries no bytes)')
@@ -115,18 +118,19 @@ def resolve(options: EmulationOptions, workload: Workload, batch: int, precision
 
 
 def _cluster(options: EmulationOptions, workload: Workload, size: Size, nodes: int, procs_per_node: int,
-             compute_s: float) -> dict[str, Any]:
+             compute_s: float, exchange_cpu_cost: float) -> dict[str, Any]:
     """The emulated cluster's part of the mapping: exchange, link names and the dilation k."""
     intra = emulated_cluster.link(options.intra_link) if options.intra_link else None
     inter = emulated_cluster.link(options.inter_link) if options.inter_link else None
-    k = options.dilation
-    if not k:
-        grad = 4 * model_flops.weight_parameters(workload, WORKLOADS[workload].options(size))
-        exchange_s = emulated_cluster.undilated_exchange_s(intra, inter, nodes, procs_per_node, grad)
-        k = emulated_cluster.auto_dilation(nodes * procs_per_node, grad, exchange_s, compute_s, os.cpu_count() or 1)
+    grad = 4 * model_flops.weight_parameters(workload, WORKLOADS[workload].options(size))
+    exchange_s = emulated_cluster.undilated_exchange_s(intra, inter, nodes, procs_per_node, grad)
+    k = options.dilation or emulated_cluster.auto_dilation(nodes * procs_per_node, grad, exchange_s, compute_s,
+                                                           os.cpu_count() or 1, exchange_cpu_cost)
+    # link_exchange_s: the links' own time for a ring allreduce of the gradients (undilated), against which
+    # a run tells an exchange this machine's CPU held back (harness.running.emulation_fields)
     return {"exchange": Exchange.GRADIENTS.value, "intra_link": options.intra_link,
             "inter_link": options.inter_link, "dilation": float(k), "dilation_auto": not options.dilation,
-            "update_share": options.update_share}
+            "update_share": options.update_share, "link_exchange_s": exchange_s}
 
 
 class EmulatedStep:

@@ -95,12 +95,14 @@ def undilated_exchange_s(intra: Link | None, inter: Link | None, nodes: int, pro
     return max(times, default=0.0)
 
 
-def auto_dilation(world: int, gradient_bytes: float, exchange_s: float, compute_s: float, cores: int) -> float:
+def auto_dilation(world: int, gradient_bytes: float, exchange_s: float, compute_s: float, cores: int,
+                  exchange_cpu_cost: float = 1.0) -> float:
     """k such that this machine's CPU work of one step (every rank's gradients made and exchanged, spread
     over the cores the ranks can use) is at most 1/DILATION_MARGIN of the dilated exchange (or of the
     dilated compute, where the exchange is shorter), rounded up to a power of two, from MIN_DILATION to
-    MAX_DILATION."""
-    per_byte = CPU_S_PER_MADE_BYTE + (CPU_S_PER_EXCHANGED_BYTE if world > 1 else 0.0)
+    MAX_DILATION. ``exchange_cpu_cost``: the framework's CPU work a byte exchanged, relative to gloo's
+    (FrameworkInfo.emulated_exchange_cpu_cost)."""
+    per_byte = CPU_S_PER_MADE_BYTE + (CPU_S_PER_EXCHANGED_BYTE * exchange_cpu_cost if world > 1 else 0.0)
     cpu_s = world * gradient_bytes * per_byte / max(1, min(cores, world))
     window = max(exchange_s, compute_s, 1e-9)
     wanted = DILATION_MARGIN * cpu_s / window

@@ -22,7 +22,9 @@ Records (``event`` field):
   ``emulation`` an emulated accelerator's steps (device emulated): accelerator, compute_s (profiled, per
               step), slept_s (the sleeps' measured total in the window), au (compute / window time),
               host_cpu_busy (machine's CPU busy fraction in the window), loader_busy (the rank's loader
-              processes' CPU seconds / (window x workers))
+              processes' CPU seconds / (window x workers)); with real gradients also late_s, dilation, the
+              links, and where the exchange runs after the backward exchange_s (its mean dilated time a
+              step) and exchange_cpu_busy (the machine's CPU busy fraction during it)
   ``checkpoint`` mode (single | sharded), bytes_written, bytes_read, save_s, load_s (this rank's part,
               from the phase's starting barrier), cache_defeat (how the page cache was kept out)
   ``memory``  gpu_allocated_mb, gpu_reserved_mb: the most accelerator memory the rank's framework had

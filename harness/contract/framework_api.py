@@ -57,8 +57,15 @@ class FrameworkInfo:
     # would need an sshd in each (as a Kubeflow MPIJob has).
     container_per_rank: bool = False
     # The strategies whose exchange an emulated accelerator runs for real (device emulated, exchange
-    # "gradients": harness.contract.emulated_cluster): the model's parameters, gradients at each layer's time.
+    # "gradients": harness.contract.emulated_cluster): the model's parameters, its gradients when the
+    # framework's real step would have them (each layer's as its backward ends, or all after the backward).
     emulated_exchanges: tuple[Strategy, ...] = ()
+    # An emulated rank's own memory before its model's parameters, gradients and exchange buffers (bytes:
+    # Python, the framework, its communication library, its loader); sizes how many fit on this machine.
+    emulated_rank_base_bytes: float = 450e6
+    # This machine's CPU work per byte an emulated rank exchanges, relative to gloo's ring over local TCP
+    # (emulated_cluster.CPU_S_PER_EXCHANGED_BYTE): sizes the automatic dilation k.
+    emulated_exchange_cpu_cost: float = 1.0
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
         """Required modules that cannot be found in this environment (no import is done)."""

@@ -50,7 +50,8 @@ def emulation_of(scenario: Scenario, combo: Mapping[str, Any]) -> dict:
     if scenario.emulation is None:
         return {}
     return accelerators.resolve(scenario.emulation, combo["workload"], combo["batch_per_worker"], combo["precision"],
-                                combo["size"], combo["nodes"], combo["procs_per_node"])
+                                combo["size"], combo["nodes"], combo["procs_per_node"],
+                                frameworks.get(combo["framework"]).emulated_exchange_cpu_cost)
 
 
 def storage_as_data(storage, options) -> dict:

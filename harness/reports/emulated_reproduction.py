@@ -28,7 +28,6 @@ from harness.experiment import scenario
 from harness.reports.published import points, published_document
 from harness.reports.reference import Reference
 
-RANK_BASE_BYTES = 450e6  # an emulated rank's own memory before its model (Python, torch, gloo, its loader)
 RANK_BYTES_PER_GRADIENT_BYTE = 4  # parameters, gradients, DDP's buckets or Horovod's fusion buffer, a spare
 MEMORY_SHARE = 0.8  # of the memory available now that the emulated ranks may take together
 # the launcher of a framework's ranks on namespace hosts: torchrun's rendezvous, horovodrun's Gloo (its ranks
@@ -38,11 +37,13 @@ GRADIENTS = {"exchange": Exchange.GRADIENTS.value}  # an emulated cluster's [emu
 
 
 def rank_bytes(ref: Reference) -> float:
-    """Bytes one emulated rank of the published model needs (RSS measured: 858 MB for ResNet-50's)."""
+    """Bytes one emulated rank of the published model needs, in the hungriest of its runs' frameworks
+    (FrameworkInfo.emulated_rank_base_bytes; RSS measured: 740 MB a DDP rank for ResNet-50's)."""
     pub = ref.published
     options = WORKLOADS[Workload(pub.workload)].options(Size(pub.size))
     grad = 4 * max(pub.parameters, model_flops.weight_parameters(Workload(pub.workload), options))
-    return RANK_BASE_BYTES + RANK_BYTES_PER_GRADIENT_BYTE * grad
+    base = max(frameworks.get(run.framework).emulated_rank_base_bytes for run in pub.runs)
+    return base + RANK_BYTES_PER_GRADIENT_BYTE * grad
 
 
 def max_ranks(ref: Reference) -> int:

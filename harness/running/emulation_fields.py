@@ -46,12 +46,29 @@ def emulation_fields(ranks: list[RankRecord]) -> dict[str, Any]:
 
 
 def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
-    """An emulated cluster's columns: its dilation, how late the schedule ran, and whether this machine's
-    CPU was what limited the step (emulated_cluster.SATURATED_CPU): then the row is not a prediction."""
+    """An emulated cluster's columns: its dilation, how late the schedule ran, the exchange's time where it
+    runs apart from the passes, and whether this machine's CPU was what limited the step: busy over the
+    window (emulated_cluster.SATURATED_CPU), or busy through an exchange that outlasted the links' own time
+    (``link_exchange_s``, dilated) by more than a DILATION_MARGIN-th of the dilated step (this machine's
+    copies and reductions, not the links, set that part, and it is in the step). Busy alone does not
+    say it: Open MPI's ranks poll while they wait for the links. Such a row is not a prediction."""
     if not emulated_cluster.exchanges_gradients(reported[0]):
         return {"exchange": reported[0].get("exchange", "barrier")}
-    busy = max((e["host_cpu_busy"] for e in reported if e.get("host_cpu_busy") is not None), default=None)
-    return {"exchange": emulated_cluster.Exchange.GRADIENTS.value, "dilation": reported[0]["dilation"],
+    k = reported[0]["dilation"]
+    busy = _most(reported, "host_cpu_busy")
+    exchange_busy = _most(reported, "exchange_cpu_busy")
+    exchange_s = _most(reported, "exchange_s")  # dilated, a step
+    step_s, link_s = reported[0]["compute_s"] * k, (reported[0].get("link_exchange_s") or 0.0) * k
+    cpu_bound_exchange = (exchange_busy is not None and exchange_busy >= emulated_cluster.SATURATED_CPU
+                          and exchange_s - link_s > step_s / emulated_cluster.DILATION_MARGIN)
+    return {"exchange": emulated_cluster.Exchange.GRADIENTS.value, "dilation": k,
             "intra_link": reported[0]["intra_link"] or None, "inter_link": reported[0]["inter_link"] or None,
-            "emulation_late_s": max(e["late_s"] for e in reported) / reported[0]["dilation"],
-            "emulation_saturated": busy is not None and busy >= emulated_cluster.SATURATED_CPU}
+            "emulation_late_s": max(e["late_s"] for e in reported) / k,
+            "exchange_s": exchange_s / k if exchange_s is not None else None, "exchange_cpu_busy": exchange_busy,
+            "emulation_saturated": bool((busy is not None and busy >= emulated_cluster.SATURATED_CPU)
+                                        or cpu_bound_exchange)}
+
+
+def _most(reported: list[dict[str, Any]], key: str) -> float | None:
+    """The largest of the ranks' ``key`` (None where no rank reported it)."""
+    return max((e[key] for e in reported if e.get(key) is not None), default=None)

@@ -24,44 +24,17 @@ time behind schedule (``late_s``: this machine's CPU was short) is counted.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from frameworks.shared.emulated_clock import FORWARD_SHARE, GRADIENT_VALUE, Schedule, cumulative, dilated_parts
 from frameworks.shared.pytorch.training import build_model, loss_of
 from harness.contract import emulated_cluster
-from harness.contract.emulation import CpuWindow
 from harness.contract.equivalence import fixed_batch
-from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
-
-GRADIENT_VALUE = 1e-4  # every emulated gradient's entries
-FORWARD_SHARE = 1 / 3  # of a training step's compute: the backward takes twice the forward (model_flops)
-
-
-@dataclass
-class Schedule:
-    """Deadlines of one pass (s from its start, dilated) and the time the pass ran behind them."""
-
-    offsets: list[float]
-    start: float = 0.0
-    late_s: float = 0.0
-
-    def begin(self) -> None:
-        self.start = time.perf_counter()
-
-    def wait(self, index: int) -> None:
-        """Sleep until layer ``index``'s deadline (none when already past it: counted as late)."""
-        remaining = self.start + self.offsets[index] - time.perf_counter()
-        if remaining > 0:
-            time.sleep(remaining)
-        elif index == len(self.offsets) - 1:
-            self.late_s -= remaining  # behind at the pass's end: what the CPU could not keep up with
-
 
 class EmulatedModel(nn.Module):
     """The real model's parameters under a forward and backward that take the profiled time.
@@ -70,18 +43,16 @@ class EmulatedModel(nn.Module):
     parameter's gradient at its layer's time. ``model`` stays a submodule, so parameter names, order and
     buffers are the real model's (DDP broadcasts the buffers, a checkpoint holds the real state)."""
 
-    def __init__(self, model: nn.Module, shares: list[float], compute_s: float, dilation: float,
-                 update_share: float = 0.0):
+    def __init__(self, model: nn.Module, shares: list[float], emulation: Mapping[str, object]):
         super().__init__()
         self.model = model
         self.groups = [list(m.parameters(recurse=False)) for m in _owners(model)]
-        step = compute_s * dilation  # dilated (s)
-        passes = step * (1 - update_share)  # forward and backward
+        passes, update = dilated_parts(emulation)  # dilated (s)
         forward = [s * passes * FORWARD_SHARE for s in shares]
         backward = [s * passes * (1 - FORWARD_SHARE) for s in reversed(shares)]
-        self.forward_clock = Schedule(_cumulative(forward))
-        self.backward_clock = Schedule(_cumulative(backward))
-        self.update_clock = Schedule([step * update_share])
+        self.forward_clock = Schedule(cumulative(forward))
+        self.backward_clock = Schedule(cumulative(backward))
+        self.update_clock = Schedule([update])
         self.carry = torch.zeros(())
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
@@ -94,8 +65,7 @@ class EmulatedModel(nn.Module):
 
     def update(self) -> None:
         """The update's share of the step, after the exchange has delivered every gradient."""
-        self.update_clock.begin()
-        self.update_clock.wait(0)
+        self.update_clock.run()
 
     @property
     def late_s(self) -> float:
@@ -124,14 +94,6 @@ class _TimedLayer(torch.autograd.Function):
 def _owners(model: nn.Module) -> list[nn.Module]:
     """The modules that own parameters themselves, in registration order (the forward's, for our models)."""
     return [m for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
-
-
-def _cumulative(durations: list[float]) -> list[float]:
-    total, out = 0.0, []
-    for d in durations:
-        total += d
-        out.append(total)
-    return out
 
 
 def layer_shares(spec: RunSpec) -> list[float]:
@@ -169,9 +131,7 @@ def _counter_name(model: nn.Module, name: str) -> str:
 def build(spec: RunSpec) -> EmulatedModel:
     """The rank's emulated model: the real one (the seed's weights) with its layers' shares of the step."""
     model = build_model(spec.workload, dict(spec.workload_options))
-    emulation = spec.emulation
-    return EmulatedModel(model, layer_shares(spec), float(emulation["compute_s"]), float(emulation["dilation"]),
-                         float(emulation.get("update_share", 0.0)))
+    return EmulatedModel(model, layer_shares(spec), spec.emulation)
 
 
 def applies(spec: RunSpec) -> bool:
@@ -207,37 +167,3 @@ def training_step(model: nn.Module, emulated: EmulatedModel, optimizer: torch.op
         return out.detach()
 
     return step
-
-
-class Watch:
-    """The ``emulation`` record of an emulated rank with real gradients: the machine's CPU over the window
-    (harness.contract.emulation.CpuWindow) and how far the schedule ran behind, beside the profile."""
-
-    def __init__(self, spec: RunSpec, model: EmulatedModel):
-        self.spec, self.model = spec, model
-        self.cpu = CpuWindow()
-        self.late_at_window = 0.0
-        if spec.warmup_steps == 0:
-            self.between_steps(0)
-
-    def between_steps(self, done: int) -> None:
-        if done == self.spec.warmup_steps:
-            self.cpu.begin()
-            self.late_at_window = self.model.late_s
-
-    def around(self, between_steps: Callable[[int], None]) -> Callable[[int], None]:
-        """``between_steps`` of the loop, with the window's start noted."""
-        def both(done: int) -> None:
-            between_steps(done)
-            self.between_steps(done)
-        return both
-
-    def record(self, events: EventWriter, window: dict[str, float]) -> None:
-        emulation, steps = self.spec.emulation, self.spec.measured_steps
-        k, compute_s = float(emulation["dilation"]), float(emulation["compute_s"])
-        late = self.model.late_s - self.late_at_window
-        events.emit("emulation", accelerator=emulation["accelerator"], compute_s=compute_s,
-                    slept_s=compute_s * steps - late / k, late_s=late, dilation=k, exchange=emulation["exchange"],
-                    intra_link=emulation["intra_link"], inter_link=emulation["inter_link"],
-                    au=compute_s * k * steps / window["seconds"], au_threshold=emulation["au_threshold"],
-                    step=emulation["step"], source=emulation["source"], **self.cpu.end(window["seconds"], 0))

@@ -28,6 +28,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from frameworks.shared import emulated_clock
 from frameworks.shared.pytorch import emulated_gradients
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
@@ -161,7 +162,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         ledger.between_steps(done)
         if done == spec.warmup_steps:
             marks.update(staleness=len(updates.staleness))
-    watch = emulated_gradients.Watch(spec, model) if emulated else None
+    watch = emulated_clock.Watch(spec, model) if emulated else None
     window = run_measured_loop(updates.step, sync=lambda: None, barrier=dist.barrier,
                                warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
                                samples_per_step=samples_per_step(spec.workload, spec.workload_options,

@@ -1,0 +1,165 @@
+"""The clocks of an emulated accelerator with real gradients, the same in every framework (device emulated,
+``exchange = "gradients"``: harness/contract/emulated_cluster.py; no deep-learning import here).
+
+An emulated rank does none of its model's math: it sleeps the profiled step, dilated by the run's k, and
+hands the framework's own data-parallel machinery gradients of the real model's shapes when a GPU would
+have made them. Where the gradients are ready depends on the framework: PyTorch's autograd hands DDP and
+Horovod each layer's as its backward ends (frameworks/shared/pytorch/emulated_gradients.py schedules the
+layers with :class:`Schedule`); TensorFlow's MultiWorkerMirroredStrategy and ChainerMN reduce all of
+them in one exchange after the whole backward, which :class:`StepClock` stands in for (the passes' sleep,
+then the framework's exchange, then the update's sleep). :class:`Watch` writes the rank's ``emulation``
+record for both.
+
+Every sleep aims at a deadline from its pass's start, so a late wake-up is caught up and the time behind
+schedule (``late_s``: this machine's CPU was short) is counted.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping, Protocol, TypeVar
+
+import psutil
+
+from harness.contract.emulation import CpuWindow
+from harness.contract.events import EventWriter
+from harness.contract.spec import RunSpec
+
+GRADIENT_VALUE = 1e-4  # every emulated gradient's entries (their values are not what is measured)
+FORWARD_SHARE = 1 / 3  # of a training step's compute: the backward takes twice the forward (model_flops)
+
+
+class Schedule:
+    """Deadlines of one pass (s from its start, dilated) and the time the pass ran behind them."""
+
+    def __init__(self, offsets: list[float]):
+        self.offsets = offsets
+        self.start = 0.0
+        self.late_s = 0.0
+
+    def begin(self) -> None:
+        self.start = time.perf_counter()
+
+    def wait(self, index: int) -> None:
+        """Sleep until deadline ``index`` (none when already past it: counted as late at the pass's end)."""
+        remaining = self.start + self.offsets[index] - time.perf_counter()
+        if remaining > 0:
+            time.sleep(remaining)
+        elif index == len(self.offsets) - 1:
+            self.late_s -= remaining  # behind at the pass's end: what the CPU could not keep up with
+
+    def run(self, during: Callable[[], None] = lambda: None) -> None:
+        """The whole pass at once: begin, ``during`` (work the pass's time includes), then wait for its
+        last deadline."""
+        self.begin()
+        during()
+        self.wait(len(self.offsets) - 1)
+
+
+def cumulative(durations: list[float]) -> list[float]:
+    """Deadlines from durations (s): each the sum of those up to it."""
+    total, out = 0.0, []
+    for d in durations:
+        total += d
+        out.append(total)
+    return out
+
+
+def dilated_parts(emulation: Mapping[str, Any]) -> tuple[float, float]:
+    """The dilated step's forward-and-backward and update parts (s) from a run's ``emulation`` mapping:
+    ``compute_s`` (the profiled step) x ``dilation`` (k), split by ``update_share``."""
+    step = float(emulation["compute_s"]) * float(emulation["dilation"])
+    update_share = float(emulation.get("update_share", 0.0))
+    return step * (1 - update_share), step * update_share
+
+
+T = TypeVar("T")
+
+
+class StepClock:
+    """An emulated step whose gradients all arrive at the backward's end: :meth:`passes` sleeps the forward
+    and backward, :meth:`exchange` runs the framework's exchange of them, :meth:`update` sleeps the update's
+    share (an update waits for the exchange, which therefore cannot hide behind it).
+
+    The exchange is timed, and this machine's CPU over it: nothing else of the step runs beside it, so
+    where the CPU was busy through it, this machine's copies and reductions, not the dilated links, set
+    its time (``exchange_cpu_busy``), which the time over the whole window, mostly sleeps, would hide."""
+
+    def __init__(self, emulation: Mapping[str, Any]):
+        passes, update = dilated_parts(emulation)
+        self.passes_clock, self.update_clock = Schedule([passes]), Schedule([update])
+        self.exchange_s = 0.0  # the exchanges' wall time so far (s, dilated)
+        self.exchange_cpu = [0.0, 0.0]  # the machine's busy and total CPU seconds over them
+
+    def passes(self, during: Callable[[], None] = lambda: None) -> None:
+        """The forward and backward; ``during``: making the gradients, inside their time as on a GPU."""
+        self.passes_clock.run(during)
+
+    def exchange(self, run: Callable[[], T]) -> T:
+        before, start = psutil.cpu_times(), time.perf_counter()
+        result = run()
+        self.exchange_s += time.perf_counter() - start
+        after = psutil.cpu_times()
+        total = sum(after) - sum(before)
+        idle = (after.idle + getattr(after, "iowait", 0)) - (before.idle + getattr(before, "iowait", 0))
+        self.exchange_cpu[0] += total - idle
+        self.exchange_cpu[1] += total
+        return result
+
+    def update(self) -> None:
+        self.update_clock.run()
+
+    @property
+    def late_s(self) -> float:
+        return self.passes_clock.late_s + self.update_clock.late_s
+
+    def exchange_state(self) -> tuple[float, float, float]:
+        return self.exchange_s, *self.exchange_cpu
+
+
+class Clocked(Protocol):
+    late_s: float  # seconds (dilated) the rank's sleeps ran behind their deadlines so far
+
+
+class Watch:
+    """The ``emulation`` record of an emulated rank with real gradients: the machine's CPU over the window
+    (harness.contract.emulation.CpuWindow) and how far the rank's clock ran behind, beside the profile."""
+
+    def __init__(self, spec: RunSpec, clock: Clocked):
+        self.spec, self.clock = spec, clock
+        self.cpu = CpuWindow()
+        self.late_at_window = 0.0
+        self.exchange_at_window = (0.0, 0.0, 0.0)
+        if spec.warmup_steps == 0:
+            self.between_steps(0)
+
+    def between_steps(self, done: int) -> None:
+        if done == self.spec.warmup_steps:
+            self.cpu.begin()
+            self.late_at_window = self.clock.late_s
+            if isinstance(self.clock, StepClock):
+                self.exchange_at_window = self.clock.exchange_state()
+
+    def around(self, between_steps: Callable[[int], None]) -> Callable[[int], None]:
+        """``between_steps`` of the loop, with the window's start noted."""
+        def both(done: int) -> None:
+            between_steps(done)
+            self.between_steps(done)
+        return both
+
+    def record(self, events: EventWriter, window: dict[str, float]) -> None:
+        emulation, steps = self.spec.emulation, self.spec.measured_steps
+        k, compute_s = float(emulation["dilation"]), float(emulation["compute_s"])
+        late = self.clock.late_s - self.late_at_window
+        exchange = {}
+        if isinstance(self.clock, StepClock):  # the exchange apart from the passes: its time and CPU
+            wall, busy, total = (b - a for a, b in zip(self.exchange_at_window, self.clock.exchange_state()))
+            # under a tenth of a CPU second the clock's ticks (10 ms) make the fraction noise
+            exchange = {"exchange_s": wall / steps, "exchange_cpu_busy": busy / total if total >= 0.1 else None,
+                        "link_exchange_s": emulation.get("link_exchange_s")}
+        events.emit("emulation", accelerator=emulation["accelerator"], compute_s=compute_s,
+                    slept_s=compute_s * steps - late / k, late_s=late, dilation=k, exchange=emulation["exchange"],
+                    intra_link=emulation["intra_link"], inter_link=emulation["inter_link"],
+                    au=compute_s * k * steps / window["seconds"], au_threshold=emulation["au_threshold"],
+                    step=emulation["step"], source=emulation["source"], **self.cpu.end(window["seconds"], 0),
+                    **exchange)
