@@ -79,8 +79,8 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
                    "partitions mlperf mfu busy"),
     (5, "5db678b", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers stage_time "
                    "partitions mlperf mfu busy cluster"),
-    (5, "HEAD", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers stage_time "
-                "partitions mlperf mfu busy cluster exchange_apart"),
+    (5, "63f9b6b", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers stage_time "
+                   "partitions mlperf mfu busy cluster exchange_apart"),
 ]
 
 
