@@ -42,4 +42,9 @@ INFO = FrameworkInfo(
     # outside it (XLA compiles no collective on CPU in TF 2.21; Horovod's ops have no XLA kernel)
     compiles=(Compile.OFF, Compile.ON),
     kubernetes_job="MPIJob",  # mpirun from a launcher pod (MPI controller)
+    # device emulated with real gradients (emulated_gradients.py): each variable's gradient made at its
+    # layer's backward time inside the tf.function, DistributedGradientTape's allreduce of it started then;
+    # ResNet-50 only (its layers' FLOPs matched to the Keras variables)
+    emulated_exchanges=(Strategy.ALLREDUCE, Strategy.FP16),
+    emulated_rank_base_bytes=1.0e9,  # TensorFlow's runtime, as tf_mwms's
 )

@@ -6,7 +6,8 @@ Horovod's DistributedGradientTape, which averages every gradient across ranks (f
 exchanges GPU tensors with NCCL; a Horovod built without NCCL there makes the run a skipped row saying how to
 build one. With ``device = "emulated"`` no model is built: the TensorFlow
 emulated rank (frameworks/shared/keras/emulated_device.py: tf.data, a profiled sleep per step) with
-Horovod's barrier and broadcast.
+Horovod's barrier and broadcast; with ``exchange = "gradients"`` the model's variables under timed layers
+and DistributedGradientTape's allreduces of their gradients (emulated_gradients.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import horovod.tensorflow as hvd
 import numpy as np
 
 from frameworks.horovod_tf.distributed import WIRE_BYTES, barrier, build_facts, build_training, controller
-from frameworks.shared import image_input, mpi_job
+from frameworks.horovod_tf import emulated_gradients
+from frameworks.shared import emulated_clock, image_input, mpi_job
 from frameworks.shared.keras import emulated_device, input_pipeline, runtime, training
-from harness.contract import emulation
+from harness.contract import emulated_cluster, emulation
 from harness.contract.axes import Compile, Device
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
@@ -50,13 +52,20 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         return
     numerics = {} if emulating else runtime.set_precision(spec.precision)
     mpi_job.check_started_as_one_job(os.environ)
+    if emulating and emulated_cluster.exchanges_gradients(spec.emulation):
+        os.environ.update(emulated_clock.horovod_environment(spec.emulation, os.environ))  # before Horovod starts
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
     mpi_job.check_world(world, spec.world_size, "Horovod")
     found = {**runtime.versions(), "horovod": horovod.__version__, **build_facts()}
-    if emulating:  # the real tf.data pipeline, a profiled sleep and a 1-float allreduce per step, no model
+    if emulating:
         events.hello(world, "emulated", found, backend=f"horovod-{controller()}", **threads,
                      **emulation.hello_facts(spec))
+    if emulating and emulated_cluster.exchanges_gradients(spec.emulation):
+        emulated_gradients.main(spec, events, rank, world)  # the model's gradients, each as its backward ends
+        hvd.shutdown()
+        return
+    if emulating:  # the real tf.data pipeline, a profiled sleep and a 1-float allreduce per step, no model
         emulated_device.run(spec, events, rank, world, lambda: barrier(world),
                      lambda token: hvd.broadcast_object(token, root_rank=0))
         hvd.shutdown()

@@ -44,7 +44,7 @@ from harness.contract.workloads import samples_per_step
 def main(spec: RunSpec, events: EventWriter) -> None:
     mpi_job.check_started_as_one_job(os.environ)
     if spec.device == Device.EMULATED and emulated_gradients.applies(spec):
-        os.environ.update(emulated_gradients.horovod_environment(spec, os.environ))
+        os.environ.update(emulated_clock.horovod_environment(spec.emulation, os.environ))
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
     mpi_job.check_world(world, spec.world_size, "Horovod")

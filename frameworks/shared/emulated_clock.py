@@ -4,8 +4,9 @@
 An emulated rank does none of its model's math: it sleeps the profiled step, dilated by the run's k, and
 hands the framework's own data-parallel machinery gradients of the real model's shapes when a GPU would
 have made them. Where the gradients are ready depends on the framework: PyTorch's autograd hands DDP and
-Horovod each layer's as its backward ends (frameworks/shared/pytorch/emulated_gradients.py schedules the
-layers with :class:`Schedule`); TensorFlow's MultiWorkerMirroredStrategy and ChainerMN reduce all of
+Horovod each layer's as its backward ends, as TensorFlow's executor hands Horovod TensorFlow's
+(:class:`LayerClock`, driven by frameworks/shared/pytorch/emulated_gradients.py and
+frameworks/horovod_tf/emulated_gradients.py); TensorFlow's MultiWorkerMirroredStrategy and ChainerMN reduce all of
 them in one exchange after the whole backward, which :class:`StepClock` stands in for (the passes' sleep,
 then the framework's exchange, then the update's sleep). :class:`Watch` writes the rank's ``emulation``
 record for both.
@@ -71,6 +72,48 @@ def dilated_parts(emulation: Mapping[str, Any]) -> tuple[float, float]:
     step = float(emulation["compute_s"]) * float(emulation["dilation"])
     update_share = float(emulation.get("update_share", 0.0))
     return step * (1 - update_share), step * update_share
+
+
+class LayerClock:
+    """An emulated step whose gradients arrive layer by layer, as a GPU's backward makes them: the forward
+    waits for each layer's forward deadline (:meth:`forward`), the backward for each layer's backward
+    deadline in reverse order (:meth:`backward`; position 0, the last layer, begins the pass), the update
+    sleeps its share after the exchange (:meth:`update`). ``shares``: each layer's part of the step (they
+    sum to 1), forward FORWARD_SHARE of it and backward the rest."""
+
+    def __init__(self, shares: list[float], emulation: Mapping[str, Any]):
+        passes, update = dilated_parts(emulation)
+        self.forward_clock = Schedule(cumulative([s * passes * FORWARD_SHARE for s in shares]))
+        self.backward_clock = Schedule(cumulative([s * passes * (1 - FORWARD_SHARE) for s in reversed(shares)]))
+        self.update_clock = Schedule([update])
+
+    def start(self) -> None:
+        self.forward_clock.begin()
+
+    def forward(self, index: int) -> None:
+        self.forward_clock.wait(index)
+
+    def backward(self, position: int) -> None:
+        if position == 0:
+            self.backward_clock.begin()
+        self.backward_clock.wait(position)
+
+    def update(self) -> None:
+        self.update_clock.run()
+
+    @property
+    def late_s(self) -> float:
+        return self.forward_clock.late_s + self.backward_clock.late_s + self.update_clock.late_s
+
+
+HOROVOD_CYCLE_TIME_MS = 1.0  # Horovod 0.28's default cycle time (HOROVOD_CYCLE_TIME, ms)
+
+
+def horovod_environment(emulation: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """Horovod's own clock dilated with the step: its background loop's cycle time (ms) x k, so that a cycle
+    is as short beside a dilated step as beside a real one (its fusion threshold is in bytes: unchanged)."""
+    cycle = float(environ.get("HOROVOD_CYCLE_TIME", HOROVOD_CYCLE_TIME_MS))
+    return {"HOROVOD_CYCLE_TIME": f"{cycle * float(emulation['dilation']):g}"}
 
 
 T = TypeVar("T")

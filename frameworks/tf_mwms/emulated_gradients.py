@@ -20,14 +20,12 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from frameworks.shared.emulated_clock import GRADIENT_VALUE, StepClock, Watch
-from frameworks.shared.keras import input_pipeline, runtime, training
-from frameworks.tf_mwms import emulated_device
+from frameworks.shared.emulated_clock import GRADIENT_VALUE, StepClock
+from frameworks.shared.keras import emulated_device, input_pipeline, training
+from frameworks.tf_mwms.emulated_device import start
 from frameworks.tf_mwms.mirrored import make_barrier
 from harness.contract.events import EventWriter
-from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
-from harness.contract.workloads import samples_per_step
 
 
 def make_exchange(strategy: tf.distribute.MultiWorkerMirroredStrategy,
@@ -52,7 +50,7 @@ def make_exchange(strategy: tf.distribute.MultiWorkerMirroredStrategy,
 def main(spec: RunSpec, events: EventWriter, rank: int, world: int) -> None:
     """One emulated accelerator's rank with real gradients: real batches through tf.data, the timed passes,
     the strategy's all-reduce of the model's gradients, the update's timed share."""
-    strategy = emulated_device.start(spec, events, rank, world)
+    strategy = start(spec, events, rank, world)
     with strategy.scope():  # variables mirrored; their initial values are broadcast from worker 0
         keras.utils.set_random_seed(spec.seed)
         model = training.build_model(spec.workload, spec.workload_options)
@@ -68,20 +66,10 @@ def main(spec: RunSpec, events: EventWriter, rank: int, world: int) -> None:
         clock.update()
         return summed
 
-    watch = Watch(spec, clock)
-    window = run_measured_loop(step, sync=lambda: None, barrier=barrier, warmup_steps=spec.warmup_steps,
-                               measured_steps=spec.measured_steps,
-                               samples_per_step=samples_per_step(spec.workload, spec.workload_options,
-                                                                 spec.batch_per_worker),
-                               events=events, loss_value=lambda t: 0.0,  # no loss: no forward math
-                               between_steps=watch.around(feed.between_steps() or (lambda done: None)))
-    summed = float(exchange())
-    if abs(summed - world * GRADIENT_VALUE) > 1e-3 * world * GRADIENT_VALUE:
-        raise RuntimeError(f"the emulated gradients' all-reduce gave {summed:g}, not {world} x {GRADIENT_VALUE:g}")
-    feed.emit_data(events, window)
-    watch.record(events, window)
-    dense = runtime.dense_bytes(variables)
-    events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)
-    events.emit("end", weights_checksum=training.weights_checksum(model),
-                parameters=training.parameter_count(model), layout=training.image_layout(model))
+    def check() -> None:
+        summed = float(exchange())
+        if abs(summed - world * GRADIENT_VALUE) > 1e-3 * world * GRADIENT_VALUE:
+            raise RuntimeError(f"the emulated gradients' all-reduce gave {summed:g}, not {world} x {GRADIENT_VALUE:g}")
+
+    emulated_device.gradients_window(spec, events, step, barrier, feed, clock, model, check)
     barrier()  # no worker leaves while another still needs it in a collective

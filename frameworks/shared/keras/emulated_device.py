@@ -15,12 +15,15 @@ threads included); ``host_cpu_busy`` still says whether the machine's CPUs were 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from frameworks.shared import emulated_rank
-from frameworks.shared.keras import input_pipeline
+from frameworks.shared.emulated_clock import Watch
+from frameworks.shared.keras import input_pipeline, runtime, training
 from harness.contract.events import EventWriter
+from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
+from harness.contract.workloads import samples_per_step
 
 
 def run(spec: RunSpec, events: EventWriter, rank: int, world: int, barrier: Callable[[], None],
@@ -30,3 +33,25 @@ def run(spec: RunSpec, events: EventWriter, rank: int, world: int, barrier: Call
     ``barrier`` and ``broadcast`` (rank 0's string on every rank)."""
     feed = input_pipeline.Feed(spec, rank, world)
     emulated_rank.run(spec, events, rank, world, feed.next, feed.meter, 0, barrier, broadcast)  # threads: see above
+
+
+def gradients_window(spec: RunSpec, events: EventWriter, step: Callable[[], Any], barrier: Callable[[], None],
+                     feed: input_pipeline.Feed, clock: Any, model: Any, check: Callable[[], None]) -> None:
+    """The window of an emulated rank with real gradients (tf_mwms's and horovod_tf's emulated_gradients.py)
+    and its records: ``step`` (a batch, the timed passes, the framework's exchange, the update's sleep),
+    then ``check`` (that the exchange summed every rank's gradient) before anything is recorded, then the
+    data, emulation, comm and end records (the model's dense fp32 bytes exchanged a step)."""
+    watch = Watch(spec, clock)
+    window = run_measured_loop(step, sync=lambda: None, barrier=barrier, warmup_steps=spec.warmup_steps,
+                               measured_steps=spec.measured_steps,
+                               samples_per_step=samples_per_step(spec.workload, spec.workload_options,
+                                                                 spec.batch_per_worker),
+                               events=events, loss_value=lambda t: 0.0,  # no loss: no forward math
+                               between_steps=watch.around(feed.between_steps() or (lambda done: None)))
+    check()
+    feed.emit_data(events, window)
+    watch.record(events, window)
+    dense = runtime.dense_bytes(model.trainable_variables)
+    events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)
+    events.emit("end", weights_checksum=training.weights_checksum(model),
+                parameters=training.parameter_count(model), layout=training.image_layout(model))

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from frameworks.shared.emulated_clock import FORWARD_SHARE, GRADIENT_VALUE, Schedule, cumulative, dilated_parts
+from frameworks.shared.emulated_clock import GRADIENT_VALUE, LayerClock
 from frameworks.shared.pytorch.training import build_model, loss_of
 from harness.contract import emulated_cluster
 from harness.contract.equivalence import fixed_batch
@@ -47,16 +47,11 @@ class EmulatedModel(nn.Module):
         super().__init__()
         self.model = model
         self.groups = [list(m.parameters(recurse=False)) for m in _owners(model)]
-        passes, update = dilated_parts(emulation)  # dilated (s)
-        forward = [s * passes * FORWARD_SHARE for s in shares]
-        backward = [s * passes * (1 - FORWARD_SHARE) for s in reversed(shares)]
-        self.forward_clock = Schedule(cumulative(forward))
-        self.backward_clock = Schedule(cumulative(backward))
-        self.update_clock = Schedule([update])
+        self.clock = LayerClock(shares, emulation)
         self.carry = torch.zeros(())
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
-        self.forward_clock.begin()
+        self.clock.start()
         carry = self.carry
         count = len(self.groups)
         for index, params in enumerate(self.groups):
@@ -65,11 +60,11 @@ class EmulatedModel(nn.Module):
 
     def update(self) -> None:
         """The update's share of the step, after the exchange has delivered every gradient."""
-        self.update_clock.run()
+        self.clock.update()
 
     @property
     def late_s(self) -> float:
-        return self.forward_clock.late_s + self.backward_clock.late_s + self.update_clock.late_s
+        return self.clock.late_s
 
 
 class _TimedLayer(torch.autograd.Function):
@@ -79,15 +74,12 @@ class _TimedLayer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, carry, owner, index, count, *params):
         ctx.owner, ctx.position, ctx.params = owner, count - 1 - index, params
-        owner.forward_clock.wait(index)
+        owner.clock.forward(index)
         return carry.clone()
 
     @staticmethod
     def backward(ctx, grad):
-        clock = ctx.owner.backward_clock
-        if ctx.position == 0:
-            clock.begin()
-        clock.wait(ctx.position)
+        ctx.owner.clock.backward(ctx.position)
         return (grad, None, None, None, *(torch.full_like(p, GRADIENT_VALUE) for p in ctx.params))
 
 
@@ -137,16 +129,6 @@ def build(spec: RunSpec) -> EmulatedModel:
 def applies(spec: RunSpec) -> bool:
     """Whether the run's emulated accelerators exchange real gradients (else: a barrier, no model)."""
     return emulated_cluster.exchanges_gradients(spec.emulation)
-
-
-HOROVOD_CYCLE_TIME_MS = 1.0  # Horovod 0.28's default cycle time (HOROVOD_CYCLE_TIME, ms)
-
-
-def horovod_environment(spec: RunSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """Horovod's own clock dilated with the step: its background loop's cycle time (ms) x k, so that a cycle
-    is as short beside a dilated step as beside a real one (its fusion threshold is in bytes: unchanged)."""
-    cycle = float(environ.get("HOROVOD_CYCLE_TIME", HOROVOD_CYCLE_TIME_MS))
-    return {"HOROVOD_CYCLE_TIME": f"{cycle * float(spec.emulation['dilation']):g}"}
 
 
 def training_step(model: nn.Module, emulated: EmulatedModel, optimizer: torch.optim.Optimizer,
