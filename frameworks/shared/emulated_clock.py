@@ -6,9 +6,9 @@ hands the framework's own data-parallel machinery gradients of the real model's 
 have made them. Where the gradients are ready depends on the framework: PyTorch's autograd hands DDP and
 Horovod each layer's as its backward ends, as TensorFlow's executor hands Horovod TensorFlow's
 (:class:`LayerClock`, driven by frameworks/shared/pytorch/emulated_gradients.py and
-frameworks/horovod_tf/emulated_gradients.py); TensorFlow's MultiWorkerMirroredStrategy and ChainerMN reduce all of
-them in one exchange after the whole backward, which :class:`StepClock` stands in for (the passes' sleep,
-then the framework's exchange, then the update's sleep). :class:`Watch` writes the rank's ``emulation``
+frameworks/horovod_tf/emulated_gradients.py); TensorFlow's MultiWorkerMirroredStrategy and ChainerMN
+exchange them all after the whole backward, which :class:`StepClock` stands in for (the passes' sleep,
+then the framework's exchange, timed, then the update's sleep). :class:`Watch` writes the rank's ``emulation``
 record for both.
 
 Every sleep aims at a deadline from its pass's start, so a late wake-up is caught up and the time behind
