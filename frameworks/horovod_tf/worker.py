@@ -52,7 +52,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         return
     numerics = {} if emulating else runtime.set_precision(spec.precision)
     mpi_job.check_started_as_one_job(os.environ)
-    if emulating and emulated_cluster.exchanges_gradients(spec.emulation):
+    real_gradients = emulating and emulated_cluster.exchanges_gradients(spec.emulation)
+    if real_gradients:
         os.environ.update(emulated_clock.horovod_environment(spec.emulation, os.environ))  # before Horovod starts
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
@@ -61,13 +62,11 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     if emulating:
         events.hello(world, "emulated", found, backend=f"horovod-{controller()}", **threads,
                      **emulation.hello_facts(spec))
-    if emulating and emulated_cluster.exchanges_gradients(spec.emulation):
-        emulated_gradients.main(spec, events, rank, world)  # the model's gradients, each as its backward ends
-        hvd.shutdown()
-        return
-    if emulating:  # the real tf.data pipeline, a profiled sleep and a 1-float allreduce per step, no model
-        emulated_device.run(spec, events, rank, world, lambda: barrier(world),
-                     lambda token: hvd.broadcast_object(token, root_rank=0))
+        if real_gradients:  # the model's gradients, each as its layer's backward ends
+            emulated_gradients.main(spec, events, rank, world)
+        else:  # the real tf.data pipeline, a profiled sleep and a 1-float allreduce per step, no model
+            emulated_device.run(spec, events, rank, world, lambda: barrier(world),
+                                lambda token: hvd.broadcast_object(token, root_rank=0))
         hvd.shutdown()
         return
     events.hello(world, device_kind, found,

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Protocol, TypeVar
 
 import psutil
 
-from harness.contract.emulation import CpuWindow
+from harness.contract.emulation import CpuWindow, busy_and_total_s
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
 
@@ -142,10 +142,8 @@ class StepClock:
         before, start = psutil.cpu_times(), time.perf_counter()
         result = run()
         self.exchange_s += time.perf_counter() - start
-        after = psutil.cpu_times()
-        total = sum(after) - sum(before)
-        idle = (after.idle + getattr(after, "iowait", 0)) - (before.idle + getattr(before, "iowait", 0))
-        self.exchange_cpu[0] += total - idle
+        busy, total = busy_and_total_s(before, psutil.cpu_times())
+        self.exchange_cpu[0] += busy
         self.exchange_cpu[1] += total
         return result
 

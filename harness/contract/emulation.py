@@ -22,6 +22,14 @@ from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
 
 
+def busy_and_total_s(before: Any, after: Any) -> tuple[float, float]:
+    """The machine's busy and total CPU seconds (every core) between two ``psutil.cpu_times()`` readings;
+    waiting for I/O counts as idle."""
+    total = sum(after) - sum(before)
+    idle = (after.idle + getattr(after, "iowait", 0)) - (before.idle + getattr(before, "iowait", 0))
+    return total - idle, total
+
+
 class CpuWindow:
     """CPU use over the measured window: the machine's busy fraction (every process, other users' too)
     and this rank's loader processes' CPU seconds (its children: DataLoader workers, a Chainer
@@ -49,11 +57,9 @@ class CpuWindow:
         processes (none, or a loader that runs as threads inside the rank, whose CPU cannot be told apart
         from the rank's own)."""
         machine0, loader0 = self.start
-        machine1 = psutil.cpu_times()
-        busy = sum(machine1) - sum(machine0)
-        idle = (machine1.idle + getattr(machine1, "iowait", 0)) - (machine0.idle + getattr(machine0, "iowait", 0))
+        busy, total = busy_and_total_s(machine0, psutil.cpu_times())
         loader_s = self._loader_cpu_s() - loader0
-        return {"host_cpu_busy": (busy - idle) / busy if busy > 0 else None,
+        return {"host_cpu_busy": busy / total if total > 0 else None,
                 "loader_busy": (loader_s / (window_s * loader_processes)
                                 if loader_processes and window_s > 0 else None)}
 

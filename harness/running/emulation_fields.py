@@ -27,9 +27,8 @@ def emulation_fields(ranks: list[RankRecord]) -> dict[str, Any]:
     first = reported[0]
     au = min(e["au"] for e in reported)
     steps = len(ranks[0].step_seconds) or 1
-    host = [e["host_cpu_busy"] for e in reported if e.get("host_cpu_busy") is not None]
-    loader = [e["loader_busy"] for e in reported if e.get("loader_busy") is not None]
-    saturated = max(host, default=0.0) >= CPU_SATURATED or max(loader, default=0.0) >= CPU_SATURATED
+    host, loader = _most(reported, "host_cpu_busy"), _most(reported, "loader_busy")
+    saturated = (host or 0.0) >= CPU_SATURATED or (loader or 0.0) >= CPU_SATURATED
     # the loader, not the barrier or the sleeps, lost the AU: the worst rank waited for batches at least a
     # quarter of the shortfall (with N ranks the barrier passes each step's slowest wait on to all of them)
     stall = max((r.data["data_wait_s"] / r.data["window_s"] for r in ranks if r.data), default=0.0)
@@ -39,7 +38,7 @@ def emulation_fields(ranks: list[RankRecord]) -> dict[str, Any]:
         "emulated_step": first["step"],
         "compute_error_frac": max(abs(e["slept_s"] / steps - e["compute_s"]) / e["compute_s"] for e in reported),
         "au": au, "au_threshold": first["au_threshold"], "au_ok": au >= first["au_threshold"],
-        "host_cpu_busy": max(host) if host else None, "loader_busy": max(loader) if loader else None,
+        "host_cpu_busy": host, "loader_busy": loader,
         "loader_cpu_bound": bool(au < first["au_threshold"] and input_bound and saturated),
         **cluster_fields(reported),
     }
