@@ -124,7 +124,7 @@ def test_one_host_of_one_gpu_leaves_both_interfaces_unshaped(write_scenario):
 def test_bad_cluster_settings_are_one_line_errors(write_scenario):
     with pytest.raises(UserError, match=r"\[emulation\] accelerator: .*unknown link 'NVLink9'"):
         scenario.load(write_scenario(_text().replace('"PCIe3"', '"NVLink9"')))
-    with pytest.raises(UserError, match=r'links, dilation and update_share need exchange = "gradients"'):
+    with pytest.raises(UserError, match=r'update_share and input_workers need exchange = "gradients"'):
         scenario.load(write_scenario(_text().replace('exchange = "gradients"', "")))
     with pytest.raises(UserError, match=r"\[emulation\] exchange"):
         scenario.load(write_scenario(_text().replace('"gradients"', '"pigeons"')))
@@ -196,6 +196,86 @@ def test_each_gradient_arrives_when_its_layer_backward_would_end():
     # the passes wait for deadlines: never shorter than the profile x k (a third forward), however loaded
     assert forward_done - start >= 0.04 - 1e-3 and end - start >= 0.12 - 1e-3
     assert end - start < 1.0  # and not far beyond it (generous: this machine is shared)
+
+
+class _FakeTime:
+    """A clock that sleeping advances (InputClock's now and sleep), for schedules checked to the second."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def _taken(workers: int, batch_s: float, gaps: list[float]) -> tuple[list[float], float]:
+    """When each batch was handed over to a step that spent ``gaps[i]`` s after taking batch i."""
+    from frameworks.shared.emulated_clock import InputClock
+
+    fake = _FakeTime()
+    clock = InputClock(workers, batch_s, now=fake.now, sleep=fake.sleep)
+    for gap in gaps:
+        clock.next()
+        fake.sleep(gap)
+    return clock.taken, clock.wait_s
+
+
+def test_the_emulated_loader_makes_batches_as_a_dataloaders_workers_do():
+    """Two workers of 1 s a batch feed a step that takes nothing at two batches a second, in pairs; a step
+    slower than the workers never waits after the first fill; a worker makes at most PREFETCH_FACTOR
+    batches ahead of the step (a long pause does not bank batches beyond that)."""
+    taken, waited = _taken(2, 1.0, [0.0] * 6)
+    assert taken == [1, 1, 2, 2, 3, 3] and waited == 3  # the workers' rate, 2 batches a second
+    taken, waited = _taken(2, 1.0, [3.0] * 5)
+    assert taken == [1, 4, 7, 10, 13] and waited == 1  # only the first fill
+    taken, waited = _taken(1, 1.0, [10.0, 0, 0, 0])
+    # batch 1 made at 2 and batch 2 at 3 while the step paused; batch 3 was asked for only when batch 1 was taken
+    assert taken == [1, 11, 11, 12] and waited == 2
+
+
+def test_the_emulated_loader_is_resolved_from_emulation_and_checked(write_scenario):
+    from frameworks.shared.emulated_clock import InputClock, LayerClock, StepClock
+
+    given = 'dilation = 8\ninput_workers = 4\ninput_rate = 100.0'
+    [spec] = matrix.expand(scenario.load(write_scenario(_text(emulation=given))))
+    assert (spec.emulation["input_workers"], spec.emulation["input_batch_s"]) == (4, pytest.approx(64 / 100))
+    clock = InputClock.of(spec.emulation)
+    assert (clock.workers, clock.batch_s) == (4, pytest.approx(8 * 0.64))  # a batch's time, dilated
+    assert LayerClock([1.0], spec.emulation).input is not None and StepClock(spec.emulation).input is not None
+    [plain] = matrix.expand(scenario.load(write_scenario(_text())))
+    assert InputClock.of(plain.emulation) is None and StepClock(plain.emulation).input is None
+    with pytest.raises(UserError, match=r"\[emulation\] input_rate: missing"):
+        scenario.load(write_scenario(_text(emulation="input_workers = 4")))
+    with pytest.raises(UserError, match=r"\[emulation\] input_workers: .*storage local .*synthetic only"):
+        scenario.load(write_scenario(_text(emulation=given, extra='storage = "local"\n'
+                                                                  '[storage_options.local]\nurl = "/tmp/x"')))
+
+
+@pytest.mark.parametrize("framework, launcher", [("torch_ddp", "torchrun"), ("chainer", "mpirun")])
+def test_a_slow_emulated_loader_bounds_the_step_and_says_so(write_scenario, tmp_path, framework, launcher):
+    """One host of 2 emulated V100s (0.193 s a step of 64), each fed by one loader worker of 165.8 images/s
+    (0.386 s a batch): the step is the worker's batch, not the GPU's (measured 0.3864 s with DDP), and
+    the row says half the window waited for input. One host without links: no namespaces needed."""
+    import frameworks
+
+    missing = frameworks.get(framework).missing_modules() + ([launcher] if shutil.which(launcher) is None else [])
+    if missing:
+        pytest.skip(f"{framework} needs {', '.join(missing)}")
+    from harness.running.runner import run_sweep
+
+    text = _text(framework=framework, launcher=launcher, nodes=1, procs=2, size="tiny",
+                 emulation="dilation = 8\ninput_workers = 1\ninput_rate = 165.8")
+    text = text.replace('intra_link = "PCIe3"\ninter_link = "10GbE"\n', "").split("[launcher_options")[0]
+    text = text.replace("warmup_steps = 1\nmeasured_steps = 2", "warmup_steps = 2\nmeasured_steps = 3")
+    [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row.get("reason")
+    assert (row["input_workers"], row["input_rate"]) == (1, 165.8)
+    assert row["step_time_p50_s"] == pytest.approx(64 / 165.8, rel=0.05)  # the loader's pace, not the GPU's 0.193 s
+    assert row["throughput"] == pytest.approx(2 * 165.8, rel=0.05)
+    assert 0.35 < row["data_stall_frac"] < 0.6  # about half of each step waiting for the batch
 
 
 def test_the_update_share_waits_after_the_backward_instead_of_in_it():

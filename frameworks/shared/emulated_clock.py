@@ -8,7 +8,8 @@ Horovod each layer's as its backward ends, as TensorFlow's executor hands Horovo
 (:class:`LayerClock`, driven by frameworks/shared/pytorch/emulated_gradients.py and
 frameworks/horovod_tf/emulated_gradients.py); TensorFlow's MultiWorkerMirroredStrategy and ChainerMN
 exchange them all after the whole backward, which :class:`StepClock` stands in for (the passes' sleep,
-then the framework's exchange, timed, then the update's sleep). :class:`Watch` writes the rank's ``emulation``
+then the framework's exchange, timed, then the update's sleep). Both wait first for the step's batch from the
+emulated host's loader where the run has one (:class:`InputClock`). :class:`Watch` writes the rank's ``emulation``
 record for both.
 
 Every sleep aims at a deadline from its pass's start, so a late wake-up is caught up and the time behind
@@ -74,6 +75,54 @@ def dilated_parts(emulation: Mapping[str, Any]) -> tuple[float, float]:
     return step * (1 - update_share), step * update_share
 
 
+PREFETCH_FACTOR = 2  # PyTorch DataLoader's default: batches a worker may have asked of it, made or in the making
+
+
+class InputClock:
+    """The emulated host's input pipeline of one GPU, as PyTorch's DataLoader runs it: ``workers`` processes,
+    batch j made whole by worker j mod ``workers`` and handed over in order; a worker starts a batch once it
+    is free and once it has been asked for (the loader asks PREFETCH_FACTOR x ``workers`` batches ahead, and one
+    more each time one is taken); a batch takes ``batch_s`` (dilated). :meth:`next` waits for the next batch,
+    the time counted in ``wait_s``. The workers start with the first :meth:`next`, as a loader's iterator
+    starts them when the loop begins (the warm-up steps take that first fill)."""
+
+    def __init__(self, workers: int, batch_s: float, now: Callable[[], float] = time.perf_counter,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.workers, self.batch_s, self.now, self.sleep = workers, batch_s, now, sleep
+        self.ready: list[float] = []  # each batch's time made
+        self.taken: list[float] = []  # each batch's time handed over
+        self.began = 0.0
+        self.wait_s = 0.0  # s (dilated) the steps waited for batches so far
+
+    @classmethod
+    def of(cls, emulation: Mapping[str, Any]) -> InputClock | None:
+        """The clock of a run's ``emulation`` mapping (harness.contract.accelerators), None without an emulated
+        host loader."""
+        if not emulation.get("input_workers"):
+            return None
+        return cls(int(emulation["input_workers"]), float(emulation["input_batch_s"]) * float(emulation["dilation"]))
+
+    def _made_at(self, j: int) -> float:
+        """When batch ``j`` is made, from the batches before it (their times made and taken)."""
+        ahead = PREFETCH_FACTOR * self.workers
+        asked = self.taken[j - ahead] if j >= ahead else self.began
+        free = self.ready[j - self.workers] if j >= self.workers else self.began
+        return max(asked, free) + self.batch_s
+
+    def next(self) -> None:
+        now = self.now()
+        if not self.ready:
+            self.began = now
+        ready = self._made_at(len(self.ready))
+        self.ready.append(ready)
+        if ready > now:
+            self.sleep(ready - now)
+            after = self.now()
+            self.wait_s += after - now
+            now = after
+        self.taken.append(now)
+
+
 class LayerClock:
     """An emulated step whose gradients arrive layer by layer, as a GPU's backward makes them: the forward
     waits for each layer's forward deadline (:meth:`forward`), the backward for each layer's backward
@@ -86,8 +135,12 @@ class LayerClock:
         self.forward_clock = Schedule(cumulative([s * passes * FORWARD_SHARE for s in shares]))
         self.backward_clock = Schedule(cumulative([s * passes * (1 - FORWARD_SHARE) for s in reversed(shares)]))
         self.update_clock = Schedule([update])
+        self.input = InputClock.of(emulation)
 
     def start(self) -> None:
+        """The step's forward begins, once the emulated host's loader has the batch."""
+        if self.input is not None:
+            self.input.next()
         self.forward_clock.begin()
 
     def forward(self, index: int) -> None:
@@ -133,9 +186,13 @@ class StepClock:
         self.passes_clock, self.update_clock = Schedule([passes]), Schedule([update])
         self.exchange_s = 0.0  # the exchanges' wall time so far (s, dilated)
         self.exchange_cpu = [0.0, 0.0]  # the machine's busy and total CPU seconds over them
+        self.input = InputClock.of(emulation)
 
     def passes(self, during: Callable[[], None] = lambda: None) -> None:
-        """The forward and backward; ``during``: making the gradients, inside their time as on a GPU."""
+        """The forward and backward, once the emulated host's loader has the batch; ``during``: making the
+        gradients, inside their time as on a GPU."""
+        if self.input is not None:
+            self.input.next()
         self.passes_clock.run(during)
 
     def exchange(self, run: Callable[[], T]) -> T:
@@ -160,6 +217,7 @@ class StepClock:
 
 class Clocked(Protocol):
     late_s: float  # seconds (dilated) the rank's sleeps ran behind their deadlines so far
+    input: InputClock | None  # the emulated host's loader, if the run has one
 
 
 class Watch:
@@ -170,6 +228,7 @@ class Watch:
         self.spec, self.clock = spec, clock
         self.cpu = CpuWindow()
         self.late_at_window = 0.0
+        self.input_at_window = 0.0
         self.exchange_at_window = (0.0, 0.0, 0.0)
         if spec.warmup_steps == 0:
             self.between_steps(0)
@@ -178,6 +237,7 @@ class Watch:
         if done == self.spec.warmup_steps:
             self.cpu.begin()
             self.late_at_window = self.clock.late_s
+            self.input_at_window = self._input_wait_s()
             if isinstance(self.clock, StepClock):
                 self.exchange_at_window = self.clock.exchange_state()
 
@@ -188,19 +248,25 @@ class Watch:
             self.between_steps(done)
         return both
 
+    def _input_wait_s(self) -> float:
+        return self.clock.input.wait_s if self.clock.input is not None else 0.0
+
     def record(self, events: EventWriter, window: dict[str, float]) -> None:
         emulation, steps = self.spec.emulation, self.spec.measured_steps
         k, compute_s = float(emulation["dilation"]), float(emulation["compute_s"])
         late = self.clock.late_s - self.late_at_window
-        exchange = {}
+        apart = {}
         if isinstance(self.clock, StepClock):  # the exchange apart from the passes: its time and CPU
             wall, busy, total = (b - a for a, b in zip(self.exchange_at_window, self.clock.exchange_state()))
             # under a tenth of a CPU second the clock's ticks (10 ms) make the fraction noise
-            exchange = {"exchange_s": wall / steps, "exchange_cpu_busy": busy / total if total >= 0.1 else None,
-                        "link_exchange_s": emulation.get("link_exchange_s")}
+            apart = {"exchange_s": wall / steps, "exchange_cpu_busy": busy / total if total >= 0.1 else None,
+                     "link_exchange_s": emulation.get("link_exchange_s")}
+        if emulation.get("input_workers"):  # the window's share spent waiting for the emulated host's batches
+            apart.update(input_workers=emulation["input_workers"], input_rate=emulation["input_rate"],
+                         input_stall=(self._input_wait_s() - self.input_at_window) / window["seconds"])
         events.emit("emulation", accelerator=emulation["accelerator"], compute_s=compute_s,
                     slept_s=compute_s * steps - late / k, late_s=late, dilation=k, exchange=emulation["exchange"],
                     intra_link=emulation["intra_link"], inter_link=emulation["inter_link"],
                     au=compute_s * k * steps / window["seconds"], au_threshold=emulation["au_threshold"],
                     step=emulation["step"], source=emulation["source"], **self.cpu.end(window["seconds"], 0),
-                    **exchange)
+                    **apart)

@@ -60,6 +60,12 @@ class EmulationOptions:
     # gradients' exchange does not overlap: it starts once the last one has arrived. 0: all forward and backward
     # (a GPU's fused update is well under 1% of its step; a CPU's plain SGD a quarter of it: the fidelity check)
     update_share: float = field(default=0.0, metadata={"min": 0.0, "max": 0.9})
+    # the emulated host's input pipeline (frameworks/shared/emulated_clock.InputClock, a DataLoader's): worker processes
+    # per GPU, each preparing whole batches at input_rate samples/s (decoding, augmenting; undilated). 0: batches
+    # cost nothing, as on synthetic data. Measure your host's rate with a real-data run (loader_throughput
+    # over its loader workers) at the load you will run it under: a busier host decodes slower per worker
+    input_workers: int = field(default=0, metadata={"min": 0, "max": 256})
+    input_rate: float = field(default=0.0, metadata={"min": 0.0})
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> tuple[list[Profile], dict[str, float]]:
@@ -111,10 +117,23 @@ def resolve(options: EmulationOptions, workload: Workload, batch: int, precision
     if options.exchange == Exchange.GRADIENTS:
         resolved.update(_cluster(options, workload, size, nodes, procs_per_node, resolved["compute_s"],
                                  exchange_cpu_cost))
-    elif options.intra_link or options.inter_link or options.dilation or options.update_share:
-        raise UserError('emulation: links, dilation and update_share need exchange = "gradients" '
-                        '(a barrier carries no bytes)')
+        resolved.update(_input(options, batch))
+    elif any((options.intra_link, options.inter_link, options.dilation, options.update_share, options.input_workers,
+             options.input_rate)):
+        raise UserError('emulation: links, dilation, update_share and input_workers need exchange = "gradients" '
+                        '(a barrier carries no bytes; its ranks read through their real loaders)')
     return resolved
+
+
+def _input(options: EmulationOptions, batch: int) -> dict[str, Any]:
+    """The emulated host loader's part of the mapping: workers per GPU and one batch's time in one worker
+    (``input_batch_s``, s undilated); empty without one."""
+    if bool(options.input_workers) != bool(options.input_rate):
+        raise UserError("emulation: input_workers and input_rate go together (workers per GPU, samples/s a worker)")
+    if not options.input_workers:
+        return {}
+    return {"input_workers": options.input_workers, "input_rate": options.input_rate,
+            "input_batch_s": batch / options.input_rate}
 
 
 def _cluster(options: EmulationOptions, workload: Workload, size: Size, nodes: int, procs_per_node: int,

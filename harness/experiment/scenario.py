@@ -174,7 +174,8 @@ def _check_run_count(matrix: Matrix, include: Any, settings: RunSettings, where:
 
 
 def _check_profiles(scenario: Scenario, where: Where) -> None:
-    """Every run of an emulated scenario has an accelerator profile (or a compute time given outright)."""
+    """Every run of an emulated scenario has an accelerator profile (or a compute time given outright), and an
+    emulated host loader only synthetic data."""
     if scenario.emulation is None:
         return
     for combo in combinations(scenario):
@@ -183,6 +184,10 @@ def _check_profiles(scenario: Scenario, where: Where) -> None:
                                 combo["size"], combo["nodes"], combo["procs_per_node"])
         except UserError as exc:
             raise where.sub("emulation").error("accelerator", str(exc).removeprefix("emulation: ")) from None
+        if scenario.emulation.input_workers and combo["storage"] != Storage.SYNTHETIC:
+            raise where.sub("emulation").error("input_workers", f"the emulated host's loader stands for a real one: "
+                                                                f"with storage {combo['storage'].value} the ranks "
+                                                                f"read through their real loader (synthetic only)")
 
 
 def _emulation(doc: Mapping[str, Any], settings: RunSettings, where: Where) -> EmulationOptions | None:
@@ -200,6 +205,10 @@ def _emulation(doc: Mapping[str, Any], settings: RunSettings, where: Where) -> E
     if not options.accelerator and not options.compute_s:
         raise where.sub("emulation").error("accelerator", "missing: a profile name (harness/contract/accelerators.toml) "
                                                           "or compute_s")
+    if bool(options.input_workers) != bool(options.input_rate):
+        missing = "input_rate" if options.input_workers else "input_workers"
+        raise where.sub("emulation").error(missing, "missing: the emulated host's loader needs input_workers (per GPU) "
+                                                    "and input_rate (samples/s a worker)")
     return options
 
 

@@ -30,7 +30,8 @@ SCHEMA_VERSION = 5  # 2: emulated accelerators (accelerator ... loader_cpu_bound
 # now from every rank's supervisor) and accelerator memory (peak_gpu_*);
 # 4: what else ran on the machine (other_cpu_share, load_avg, steal_share, cpu_mhz, machine_busy, busy_note)
 # 5: the emulated cluster (exchange, intra_link, inter_link, dilation, emulation_late_s, emulation_saturated);
-# added within 5: exchange_s, exchange_cpu_busy (the exchange of the frameworks that run it after the backward)
+# added within 5: exchange_s, exchange_cpu_busy (the exchange of the frameworks that run it after the backward),
+# input_workers, input_rate (the emulated host's loader)
 READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older tables read back with the new columns empty (machine_busy: unknown)
 
 # Column -> pandas dtype. Order is the order in files.
@@ -153,6 +154,8 @@ COLUMNS: dict[str, str] = {
     #                                    or exchange_cpu_busy)
     "exchange_s": "Float64",  # an exchange after the backward (tf_mwms, chainer): its mean time a step (s, cluster's)
     "exchange_cpu_busy": "Float64",  # the machine's CPU busy fraction during those exchanges, worst rank
+    "input_workers": "Int64",  # the emulated host's loader workers per GPU (its stall: data_stall_frac)
+    "input_rate": "Float64",  # samples/s one of them prepares, as given (undilated)
     "checkpoint_mode": "string",  # single (rank 0 writes one file, every rank reads it) | sharded (one per rank)
     "checkpoint_bytes": "Int64",  # bytes written by all ranks
     "checkpoint_save_s": "Float64",  # save phase: slowest rank's seconds from the starting barrier

@@ -50,7 +50,8 @@ def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
     window (emulated_cluster.SATURATED_CPU), or busy through an exchange that outlasted the links' own time
     (``link_exchange_s``, dilated) by more than a DILATION_MARGIN-th of the dilated step (this machine's
     copies and reductions, not the links, set that part, and it is in the step). Busy alone does not
-    say it: Open MPI's ranks poll while they wait for the links. Such a row is not a prediction."""
+    say it: Open MPI's ranks poll while they wait for the links. Such a row is not a prediction.
+    With the emulated host's loader: its workers, rate and the share of the window the worst rank waited."""
     if not emulated_cluster.exchanges_gradients(reported[0]):
         return {"exchange": reported[0].get("exchange", "barrier")}
     k = reported[0]["dilation"]
@@ -60,7 +61,11 @@ def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
     step_s, link_s = reported[0]["compute_s"] * k, (reported[0].get("link_exchange_s") or 0.0) * k
     cpu_bound_exchange = (exchange_busy is not None and exchange_busy >= emulated_cluster.SATURATED_CPU
                           and exchange_s - link_s > step_s / emulated_cluster.DILATION_MARGIN)
-    return {"exchange": emulated_cluster.Exchange.GRADIENTS.value, "dilation": k,
+    loader = {}
+    if reported[0].get("input_workers"):  # the emulated host's loader: the worst rank's share waiting for it
+        loader = {"input_workers": reported[0]["input_workers"], "input_rate": reported[0]["input_rate"],
+                  "data_stall_frac": _most(reported, "input_stall")}
+    return {**loader, "exchange": emulated_cluster.Exchange.GRADIENTS.value, "dilation": k,
             "intra_link": reported[0]["intra_link"] or None, "inter_link": reported[0]["inter_link"] or None,
             "emulation_late_s": max(e["late_s"] for e in reported) / k,
             "exchange_s": exchange_s / k if exchange_s is not None else None, "exchange_cpu_busy": exchange_busy,

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from frameworks.shared.emulated_clock import GRADIENT_VALUE, LayerClock
+from frameworks.shared.emulated_clock import GRADIENT_VALUE, InputClock, LayerClock
 from frameworks.shared.pytorch.training import build_model, loss_of
 from harness.contract import emulated_cluster
 from harness.contract.equivalence import fixed_batch
@@ -65,6 +65,11 @@ class EmulatedModel(nn.Module):
     @property
     def late_s(self) -> float:
         return self.clock.late_s
+
+    @property
+    def input(self) -> InputClock | None:
+        """The emulated host's loader, which the forward waits for (None without one)."""
+        return self.clock.input
 
 
 class _TimedLayer(torch.autograd.Function):
