@@ -139,6 +139,7 @@ def test_which_strategies_exchange_real_gradients_is_declared_per_framework():
     ddp = frameworks.get("torch_ddp")
     assert ddp.unsupported_exchange(Strategy.ONEBIT, gradients) is None
     assert ddp.unsupported_exchange(Strategy.PS_SYNC, gradients) is None
+    assert ddp.unsupported_exchange(Strategy.PS_ASYNC, gradients) is None
     assert "not fsdp" in ddp.unsupported_exchange(Strategy.FSDP, gradients)
     assert ddp.unsupported_exchange(Strategy.FSDP, {"exchange": "barrier"}) is None
     for name in frameworks.names():  # every framework's allreduce, each through its own machinery
@@ -392,20 +393,22 @@ def test_horovod_tensorflow_allreduces_each_gradient_as_its_layer_backward_ends(
     assert int(sent.split("Sent ")[1].split(" bytes")[0]) > 4 * 4 * 25_557_032
 
 
-def test_synchronous_parameter_servers_take_emulated_gradients_over_the_shaped_links(four_hosts, write_scenario,
-                                                                                    tmp_path):
-    """ps_sync on 2 hosts x 2 emulated GPUs, a server on each host: the workers push their emulated
-    gradients to both servers and pull the update through TensorPipe's TCP, which the links shape."""
+@pytest.mark.parametrize("strategy", ["ps_sync", "ps_async"])
+def test_parameter_servers_take_emulated_gradients_over_the_shaped_links(four_hosts, write_scenario, tmp_path,
+                                                                         strategy):
+    """ps_sync and Downpour's ps_async on 2 hosts x 2 emulated GPUs, a server on each host: the workers push
+    their emulated gradients to both servers and pull the update through TensorPipe's TCP, which the links
+    shape (an asynchronous server applies each push as it comes: the staleness is the run's own)."""
     pytest.importorskip("torch")
     from harness.running.runner import run_sweep
 
     names = list(four_hosts)[:2]
     text = _text(nodes=2, procs=2, size="tiny", emulation="dilation = 16", names=names,
                  addresses=[four_hosts[n] for n in names],
-                 extra='strategy = "ps_sync"\n[strategy_options.ps_sync]\nservers = 2')
+                 extra=f'strategy = "{strategy}"\n[strategy_options.{strategy}]\nservers = 2')
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
-    assert (row["strategy"], row["exchange"], row["world_size"]) == ("ps_sync", "gradients", 4)
+    assert (row["strategy"], row["exchange"], row["world_size"]) == (strategy, "gradients", 4)
     assert row["step_time_p50_s"] >= 0.19  # at least the V100's profiled step in the cluster's time
     assert row["weights_consistent"]  # every worker loaded the servers' same final tensors
     assert row["server_bytes_in_per_step"] > 4 * 25_557_032  # a server took its half of 4 workers' gradients a step

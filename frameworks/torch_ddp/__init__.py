@@ -45,8 +45,9 @@ INFO = FrameworkInfo(
     # bf16_compress_hook needs NCCL (>= 2.10) on CUDA; gloo on CPU has no bf16 allreduce path here.
     strategy_devices={Strategy.BF16: (Device.CUDA,),
                       # CPU tensors: TensorPipe's CPU path; one model in a host's shared memory
-                      # (a synchronous server's workers may be emulated accelerators, whose gradients it takes)
-                      Strategy.PS_SYNC: (Device.CPU, Device.EMULATED), Strategy.PS_ASYNC: (Device.CPU,),
+                      # (a server's workers may be emulated accelerators, whose gradients it takes)
+                      Strategy.PS_SYNC: (Device.CPU, Device.EMULATED),
+                      Strategy.PS_ASYNC: (Device.CPU, Device.EMULATED),
                       Strategy.HOGWILD: (Device.CPU,), Strategy.HOGWILD_LOCKED: (Device.CPU,)},
     # real data: resnet50 images (files or tar shards), bert token partitions (shared/pytorch/input_pipeline.py)
     storage=tuple(Storage),
@@ -56,9 +57,10 @@ INFO = FrameworkInfo(
     memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
     compiles=(Compile.OFF, Compile.ON),
     # device emulated with real gradients (shared/pytorch/emulated_gradients.py): the DDP wrappers, whose
-    # hooks see the emulated backward's gradients as a real one's, and the synchronous parameter servers,
-    # which take them after the backward (not FSDP, tensor or pipeline parallelism, whose exchange is inside
-    # the layers' math)
+    # hooks see the emulated backward's gradients as a real one's, and the parameter servers (synchronous
+    # and Downpour's), which take them after the backward (not FSDP, tensor or pipeline parallelism, whose
+    # exchange is inside the layers' math)
     emulated_exchanges=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.FP16, Strategy.POWERSGD,
-                        Strategy.HIERARCHICAL, Strategy.LOCAL_SGD, Strategy.BMUF, Strategy.PS_SYNC),
+                        Strategy.HIERARCHICAL, Strategy.LOCAL_SGD, Strategy.BMUF, Strategy.PS_SYNC,
+                        Strategy.PS_ASYNC),
 )
