@@ -170,6 +170,39 @@ def test_the_layers_share_the_step_by_their_own_flops():
     assert shares[0] > 0.02 and shares[1] < 1e-3  # the stem's 7x7 convolution, then its BatchNorm
 
 
+def test_keras_variables_share_the_step_by_their_layers_flops():
+    """horovod_tf's emulated step times the Keras variables: each kernel its layer's FLOPs (model_flops'
+    records matched by shape, in the order Keras made them), BERT's tied MLM decoder at its bias, norms and
+    embeddings nothing; a layer no variable holds is an error."""
+    pytest.importorskip("tensorflow")
+    from frameworks.shared.keras import training
+    from harness.contract import model_flops
+    from harness.contract.axes import Size
+    from harness.contract.equivalence import layer_flops
+    from harness.contract.workloads import WORKLOADS
+
+    made = {}
+    for workload in (Workload.RESNET50, Workload.BERT, Workload.LLAMA):
+        options = WORKLOADS[workload].options(Size.TINY)
+        variables = training.build_model(workload, options).trainable_variables
+        shapes = made[workload] = [tuple(v.shape) for v in variables]
+        shares = model_flops.shares_by_shape(workload, options, shapes)
+        records = [r for r in model_flops.forward_layers(workload, options) if r["op"] != "attention"]
+        weights = sum(layer_flops(r) for r in records)
+        assert sum(shares) == pytest.approx(1.0) and sum(s > 0 for s in shares) == len(records), workload
+        if workload == Workload.RESNET50:  # the Keras ResNet makes its kernels in the forward's order
+            kernels = [s for s, shape in zip(shares, shapes) if len(shape) > 1]
+            assert kernels == pytest.approx([layer_flops(r) / weights for r in records])
+        else:  # the LM head or tied decoder, the largest layer of the tiny models, where its weight is
+            head = next(r for r in reversed(records) if r["out_features"] == options["vocab_size"])
+            at = shapes.index((options["vocab_size"],) if workload == Workload.BERT else
+                              (options["hidden_size"], options["vocab_size"]))
+            assert shares[at] == pytest.approx(layer_flops(head) / weights) and shares[at] == max(shares)
+    without_nsp = made[Workload.BERT][:-2]  # the next-sentence head's kernel and bias left out
+    with pytest.raises(ValueError, match=r"no variable of the model holds model_flops' layer \(64, 2\)"):
+        model_flops.shares_by_shape(Workload.BERT, WORKLOADS[Workload.BERT].options(Size.TINY), without_nsp)
+
+
 def test_each_gradient_arrives_when_its_layer_backward_would_end():
     """The emulated step lasts k x the profile; the classifier's gradient comes first, the stem's last."""
     torch = pytest.importorskip("torch")
@@ -391,6 +424,33 @@ def test_horovod_tensorflow_allreduces_each_gradient_as_its_layer_backward_ends(
                           capture_output=True, text=True).stdout
     # rank 0's weights once, then a gradient's ring (1.5 x 102 MB from a host, measured 160 MB) each of the 3 steps
     assert int(sent.split("Sent ")[1].split(" bytes")[0]) > 4 * 4 * 25_557_032
+
+
+@pytest.mark.parametrize("workload", ["bert", "llama"])
+def test_horovod_tensorflow_times_the_transformers_layers_too(four_hosts, write_scenario, tmp_path, workload):
+    """horovod_tf's emulated BERT and Llama (tiny) on 2 hosts x 2 GPUs, a 0.1 s step given outright: every
+    variable is timed by its layer's FLOPs (BERT's tied decoder at its bias) and its gradient averaged
+    across the shaped links (each worker checks every rank's arrived). BERT's word embeddings (7.8 MB
+    of gradient) are the last made and the first used: their allreduce, 9.4 ms over 10GbE, is not hidden
+    (measured 0.1133 s; Llama's 1.2 MB, 0.1020 s)."""
+    import frameworks
+
+    missing = frameworks.get("horovod_tf").missing_modules() + (["horovodrun"] if shutil.which("horovodrun") is None
+                                                                 else [])
+    if missing:
+        pytest.skip(f"horovod_tf needs {', '.join(missing)}")
+    from harness.running.runner import run_sweep
+
+    names = list(four_hosts)[:2]
+    text = _text(framework="horovod_tf", launcher="horovodrun", nodes=2, procs=2, size="tiny",
+                 emulation="dilation = 16\ncompute_s = 0.1", names=names)
+    text = text.replace('workload = "resnet50"', f'workload = "{workload}"').replace("batch_per_worker = 64",
+                                                                                    "batch_per_worker = 8")
+    [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row.get("reason")
+    assert (row["workload"], row["exchange"], row["world_size"]) == (workload, "gradients", 4)
+    assert row["step_time_p50_s"] >= (0.1 + 0.0094 / 2 if workload == "bert" else 0.1)
+    assert row["weights_consistent"]
 
 
 @pytest.mark.parametrize("strategy", ["ps_sync", "ps_async"])

@@ -44,7 +44,7 @@ INFO = FrameworkInfo(
     kubernetes_job="MPIJob",  # mpirun from a launcher pod (MPI controller)
     # device emulated with real gradients (emulated_gradients.py): each variable's gradient made at its
     # layer's backward time inside the tf.function, DistributedGradientTape's allreduce of it started then;
-    # ResNet-50 only (its layers' FLOPs matched to the Keras variables)
+    # every workload (its layers' FLOPs matched to the Keras variables by shape: model_flops.shares_by_shape)
     emulated_exchanges=(Strategy.ALLREDUCE, Strategy.FP16),
     emulated_rank_base_bytes=1.0e9,  # TensorFlow's runtime, as tf_mwms's
 )

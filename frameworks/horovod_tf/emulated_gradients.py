@@ -5,14 +5,14 @@ The rank builds the real Keras model (rank 0's weights broadcast, as the trainin
 none of its math. Its step is a tf.function in which every trainable variable passes through a timed
 identity (``tf.custom_gradient``): the forward waits for each variable's forward deadline, the backward
 for its backward deadline in reverse order, then hands the tape that variable's gradient (a constant)
-(frameworks/shared/emulated_clock.LayerClock: ResNet-50's convolutions and its classifier take the
-step's time by their FLOPs, harness/contract/model_flops.py; BatchNorm's variables none). The tape is
-Horovod's DistributedGradientTape, as in the training step: it makes an allreduce of each gradient, which
+(frameworks/shared/emulated_clock.LayerClock: the kernels take the step's time by their layers' FLOPs,
+harness/contract/model_flops.shares_by_shape; norms and embeddings none, BERT's tied MLM decoder its bias).
+The tape is Horovod's DistributedGradientTape, as in the training step: it makes an allreduce of each gradient, which
 TensorFlow's executor starts as soon as that gradient exists and Horovod's background thread fuses and
 sends while the earlier layers' backward still sleeps: the overlap of a real step. The update's share is
 slept after the exchange; no update is run. Horovod's cycle time is dilated with the step.
 
-Only ResNet-50 here: its layers' FLOPs are matched to the Keras variables by shape; the others' are not.
+Every workload: its layers' FLOPs (model_flops.forward_layers) are matched to the Keras variables by shape.
 """
 
 from __future__ import annotations
@@ -28,32 +28,14 @@ from frameworks.horovod_tf.distributed import COMPRESSION, barrier
 from frameworks.shared.emulated_clock import GRADIENT_VALUE, LayerClock
 from frameworks.shared.keras import emulated_device, input_pipeline, training
 from harness.contract import model_flops
-from harness.contract.axes import Workload
-from harness.contract.equivalence import layer_flops
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
 
 
 def variable_shares(spec: RunSpec, variables: list) -> list[float]:
-    """Each trainable variable's share of the step (they sum to 1): a convolution's or the classifier's
-    kernel its layer's forward FLOPs (model_flops.resnet50_layers, in order and checked by shape), every
-    other variable none."""
-    records = iter(model_flops.resnet50_layers(spec.workload_options))
-    flops = []
-    for variable in variables:
-        shape = tuple(variable.shape)
-        if len(shape) not in (2, 4):
-            flops.append(0.0)
-            continue
-        record = next(records, None)
-        expected = ((*record["kernel"], record["in_channels"], record["out_channels"]) if record and record["op"] == "conv"
-                    else (record["in_features"], record["out_features"]) if record else None)
-        if shape != expected:
-            raise RuntimeError(f"the Keras ResNet-50's variable {variable.path} {shape} is not model_flops' next "
-                               f"layer {expected}: their orders differ")
-        flops.append(float(layer_flops(record)))
-    total = sum(flops)
-    return [f / total for f in flops]
+    """Each trainable variable's share of the step (they sum to 1): a kernel's layer's forward FLOPs
+    (harness.contract.model_flops.shares_by_shape), norms' and embeddings' none."""
+    return model_flops.shares_by_shape(spec.workload, spec.workload_options, [tuple(v.shape) for v in variables])
 
 
 def timed_step(variables: list, clock: LayerClock, value: float,
@@ -106,10 +88,6 @@ def timed_step(variables: list, clock: LayerClock, value: float,
 
 def main(spec: RunSpec, events: EventWriter, rank: int, world: int) -> None:
     """One emulated accelerator's rank with real gradients (after its hello)."""
-    if spec.workload != Workload.RESNET50:
-        events.emit("skip", reason=f"horovod_tf's emulated accelerators with real gradients time ResNet-50's "
-                                   f"layers only (by their FLOPs), not {spec.workload.value}'s")
-        return
     keras.utils.set_random_seed(spec.seed)
     model = training.build_model(spec.workload, spec.workload_options)
     hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)  # rank 0's weights, as in training

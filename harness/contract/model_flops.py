@@ -22,7 +22,7 @@ import math
 from typing import Any, Mapping
 
 from harness.contract.axes import Workload
-from harness.contract.equivalence import flops_per_sample
+from harness.contract.equivalence import flops_per_sample, layer_flops
 
 TRAINING_FLOPS_PER_FORWARD = 3  # forward + backward (2 x forward): Kaplan et al. 2020, PaLM appendix B
 
@@ -124,3 +124,43 @@ def weight_parameters(workload: Workload, options: Mapping[str, Any]) -> int:
         elif layer["op"] == "dense":
             total += layer["in_features"] * layer["out_features"]
     return total
+
+
+def _weight_shape(layer: Mapping[str, Any]) -> tuple[int, ...]:
+    """A conv or dense record's kernel as Keras holds it: (kh, kw, in, out) or (in, out)."""
+    if layer["op"] == "conv":
+        return (*layer["kernel"], layer["in_channels"] // layer["groups"], layer["out_channels"])
+    return (layer["in_features"], layer["out_features"])
+
+
+def shares_by_shape(workload: Workload, options: Mapping[str, Any], shapes: list[tuple[int, ...]]) -> list[float]:
+    """Each of a model's variables' share of the forward's FLOPs (they sum to 1), for an emulated step that
+    times the variables in their order (frameworks/shared/emulated_clock.LayerClock).
+
+    ``shapes``: the variables' shapes in the framework's order (Keras: the order they were made in). A
+    kernel takes the FLOPs of the first layer record of its shape not yet taken (its block's layers repeat;
+    within a block Keras may make them in another order than the forward runs them); embeddings, norms
+    and biases take none, except a layer whose kernel is another's (BERT's MLM decoder, tied to the word
+    embeddings): its FLOPs go to its own bias, as PyTorch's FLOP counter gives them to the decoder module.
+    The attention's score and value products, which no variable holds, are spread over the rest in
+    proportion. A record that no variable takes is an error: the model and model_flops disagree."""
+    records = [r for r in forward_layers(workload, options) if r["op"] in ("conv", "dense")]
+    taken = [False] * len(records)
+    flops = [0.0] * len(shapes)
+    for index, shape in enumerate(shapes):
+        found = next((i for i, r in enumerate(records) if not taken[i] and _weight_shape(r) == tuple(shape)), None)
+        if found is not None:
+            taken[found] = True
+            flops[index] = float(layer_flops(records[found]))
+    for i, record in enumerate(records):
+        if taken[i]:
+            continue
+        bias = (record["out_features"],) if record["op"] == "dense" else None
+        owner = next((j for j, shape in enumerate(shapes) if tuple(shape) == bias and flops[j] == 0.0), None)
+        if owner is None:
+            raise ValueError(f"{workload.value}: no variable of the model holds model_flops' layer "
+                             f"{_weight_shape(record)} (nor a bias of its output's size): the model and "
+                             f"harness/contract/model_flops.py differ")
+        flops[owner] = float(layer_flops(record))
+    total = sum(flops)
+    return [f / total for f in flops]
