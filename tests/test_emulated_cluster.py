@@ -51,6 +51,15 @@ def _text(framework="torch_ddp", launcher="torchrun", nodes=2, procs=2, size="fu
                            emulation=emulation, hosts=quoted(names), addresses=given, extra=extra)
 
 
+def _skip_without(framework: str, launcher: str) -> None:
+    """Skip the test, saying what is missing, where the framework's modules or its launcher are not here."""
+    import frameworks
+
+    missing = frameworks.get(framework).missing_modules() + ([launcher] if shutil.which(launcher) is None else [])
+    if missing:
+        pytest.skip(f"{framework} needs {', '.join(missing)}")
+
+
 def test_links_are_the_interconnect_presets_and_an_unknown_one_is_one_line():
     ten = emulated_cluster.link("10GbE")
     assert (ten.bandwidth_Bps, ten.latency_s) == (1.1e9, pytest.approx(25e-6))
@@ -293,11 +302,7 @@ def test_a_slow_emulated_loader_bounds_the_step_and_says_so(write_scenario, tmp_
     """One host of 2 emulated V100s (0.193 s a step of 64), each fed by one loader worker of 165.8 images/s
     (0.386 s a batch): the step is the worker's batch, not the GPU's (measured 0.3864 s with DDP), and
     the row says half the window waited for input. One host without links: no namespaces needed."""
-    import frameworks
-
-    missing = frameworks.get(framework).missing_modules() + ([launcher] if shutil.which(launcher) is None else [])
-    if missing:
-        pytest.skip(f"{framework} needs {', '.join(missing)}")
+    _skip_without(framework, launcher)
     from harness.running.runner import run_sweep
 
     text = _text(framework=framework, launcher=launcher, nodes=1, procs=2, size="tiny",
@@ -369,11 +374,7 @@ def test_frameworks_that_exchange_after_the_backward_take_emulated_gradients(fou
     hands them over), ChainerMN's MPI allreduces (as its multi-node optimizer's update makes them), across
     the shaped links after the timed passes; the step is the profile's and the exchange's, one after the
     other. Each worker checks that the exchange summed every rank's gradient."""
-    import frameworks
-
-    missing = frameworks.get(framework).missing_modules() + ([launcher] if shutil.which(launcher) is None else [])
-    if missing:
-        pytest.skip(f"{framework} needs {', '.join(missing)}")
+    _skip_without(framework, launcher)
     import subprocess
 
     from harness.running.runner import run_sweep
@@ -400,12 +401,7 @@ def test_horovod_tensorflow_allreduces_each_gradient_as_its_layer_backward_ends(
     DistributedGradientTape each gradient at its backward time, and Horovod's allreduces cross the shaped
     links while the rest of the backward sleeps, so the step is shorter than the profile plus a whole
     exchange (tf_mwms's, measured beside it in the same configuration: 0.35 s)."""
-    import frameworks
-
-    missing = frameworks.get("horovod_tf").missing_modules() + (["horovodrun"] if shutil.which("horovodrun") is None
-                                                                 else [])
-    if missing:
-        pytest.skip(f"horovod_tf needs {', '.join(missing)}")
+    _skip_without("horovod_tf", "horovodrun")
     import subprocess
 
     from harness.running.runner import run_sweep
@@ -433,12 +429,7 @@ def test_horovod_tensorflow_times_the_transformers_layers_too(four_hosts, write_
     across the shaped links (each worker checks every rank's arrived). BERT's word embeddings (7.8 MB
     of gradient) are the last made and the first used: their allreduce, 9.4 ms over 10GbE, is not hidden
     (measured 0.1133 s; Llama's 1.2 MB, 0.1020 s)."""
-    import frameworks
-
-    missing = frameworks.get("horovod_tf").missing_modules() + (["horovodrun"] if shutil.which("horovodrun") is None
-                                                                 else [])
-    if missing:
-        pytest.skip(f"horovod_tf needs {', '.join(missing)}")
+    _skip_without("horovod_tf", "horovodrun")
     from harness.running.runner import run_sweep
 
     names = list(four_hosts)[:2]
