@@ -122,3 +122,5 @@ def test_most_emulated_accelerators_per_backend_needs_every_repeat_at_the_thresh
     assert best.loc["local", "throughput_at_max"] == pytest.approx(30 * 2 * 0.94)
     assert best.loc["s3", "max_accelerators"] == 0 and best.loc["s3", "sizes_tried"] == "1,2"
     assert emulation.plot(frame, tmp_path / "e.png").stat().st_size > 0
+    cluster = results.to_frame([{**row("synthetic", 2, 0.5), "exchange": "gradients"}])  # AU spent in the exchange
+    assert emulation.max_accelerators(cluster).empty
