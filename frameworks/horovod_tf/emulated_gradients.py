@@ -4,15 +4,14 @@
 The rank builds the real Keras model (rank 0's weights broadcast, as the training worker's are) and does
 none of its math. Its step is a tf.function in which every trainable variable passes through a timed
 identity (``tf.custom_gradient``): the forward waits for each variable's forward deadline, the backward
-for its backward deadline in reverse order, then hands the tape that variable's gradient (a constant)
-(frameworks/shared/emulated_clock.LayerClock: the kernels take the step's time by their layers' FLOPs,
+for its backward deadline in reverse order, then hands the tape that variable's gradient, filled with a
+value that comes out of the sleep (frameworks/shared/emulated_clock.LayerClock; every workload's kernels
+take the step's time by their layers' FLOPs, matched to the Keras variables by shape in
 harness/contract/model_flops.shares_by_shape; norms and embeddings none, BERT's tied MLM decoder its bias).
-The tape is Horovod's DistributedGradientTape, as in the training step: it makes an allreduce of each gradient, which
-TensorFlow's executor starts as soon as that gradient exists and Horovod's background thread fuses and
-sends while the earlier layers' backward still sleeps: the overlap of a real step. The update's share is
-slept after the exchange; no update is run. Horovod's cycle time is dilated with the step.
-
-Every workload: its layers' FLOPs (model_flops.forward_layers) are matched to the Keras variables by shape.
+The tape is Horovod's DistributedGradientTape, as in the training step: it makes an allreduce of each
+gradient, which TensorFlow's executor starts as soon as that gradient exists and Horovod's background
+thread fuses and sends while the earlier layers' backward still sleeps: the overlap of a real step. The
+update's share is slept after the exchange; no update is run. Horovod's cycle time is dilated with the step.
 """
 
 from __future__ import annotations

@@ -145,10 +145,12 @@ def shares_by_shape(workload: Workload, options: Mapping[str, Any], shapes: list
     The attention's score and value products, which no variable holds, are spread over the rest in
     proportion. A record that no variable takes is an error: the model and model_flops disagree."""
     records = [r for r in forward_layers(workload, options) if r["op"] in ("conv", "dense")]
+    kernels = [_weight_shape(r) for r in records]
+    shapes = [tuple(shape) for shape in shapes]
     taken = [False] * len(records)
     flops = [0.0] * len(shapes)
     for index, shape in enumerate(shapes):
-        found = next((i for i, r in enumerate(records) if not taken[i] and _weight_shape(r) == tuple(shape)), None)
+        found = next((i for i, kernel in enumerate(kernels) if not taken[i] and kernel == shape), None)
         if found is not None:
             taken[found] = True
             flops[index] = float(layer_flops(records[found]))
@@ -156,11 +158,11 @@ def shares_by_shape(workload: Workload, options: Mapping[str, Any], shapes: list
         if taken[i]:
             continue
         bias = (record["out_features"],) if record["op"] == "dense" else None
-        owner = next((j for j, shape in enumerate(shapes) if tuple(shape) == bias and flops[j] == 0.0), None)
+        owner = next((j for j, shape in enumerate(shapes) if shape == bias and flops[j] == 0.0), None)
         if owner is None:
-            raise ValueError(f"{workload.value}: no variable of the model holds model_flops' layer "
-                             f"{_weight_shape(record)} (nor a bias of its output's size): the model and "
-                             f"harness/contract/model_flops.py differ")
+            raise ValueError(f"{workload.value}: no variable of the model holds model_flops' layer {kernels[i]} "
+                             f"(nor a bias of its output's size): the model and harness/contract/model_flops.py "
+                             f"differ")
         flops[owner] = float(layer_flops(record))
     total = sum(flops)
     return [f / total for f in flops]
