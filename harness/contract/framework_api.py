@@ -61,8 +61,11 @@ class FrameworkInfo:
     # framework's real step would have them (each layer's as its backward ends, or all after the backward).
     emulated_exchanges: tuple[Strategy, ...] = ()
     # An emulated rank's own memory before its model's parameters, gradients and exchange buffers (bytes:
-    # Python, the framework, its communication library, its loader); sizes how many fit on this machine.
-    emulated_rank_base_bytes: float = 450e6
+    # Python, the framework, its communication library, its loader, its share of the launcher's agents);
+    # sizes how many fit on this machine. PyTorch's: 16 emulated ResNet-50 ranks took 601 MB each of this
+    # machine's memory through Horovod (MemAvailable's drop), 555 MB through DDP, of which 3 x 102 MB the
+    # parameters, gradients and exchange buffers; importing torch alone is 236 MB of private memory.
+    emulated_rank_base_bytes: float = 300e6
     # This machine's CPU work per byte an emulated rank exchanges, relative to gloo's ring over local TCP
     # (emulated_cluster.CPU_S_PER_EXCHANGED_BYTE): sizes the automatic dilation k.
     emulated_exchange_cpu_cost: float = 1.0
