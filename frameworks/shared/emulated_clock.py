@@ -18,6 +18,7 @@ schedule (``late_s``: this machine's CPU was short) is counted.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable, Mapping, Protocol, TypeVar
 
@@ -160,13 +161,18 @@ class LayerClock:
 
 
 HOROVOD_CYCLE_TIME_MS = 1.0  # Horovod 0.28's default cycle time (HOROVOD_CYCLE_TIME, ms)
+HOROVOD_GLOO_TIMEOUT_S = 30  # its default wait for a Gloo operation (HOROVOD_GLOO_TIMEOUT_SECONDS, s)
 
 
 def horovod_environment(emulation: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    """Horovod's own clock dilated with the step: its background loop's cycle time (ms) x k, so that a cycle
-    is as short beside a dilated step as beside a real one (its fusion threshold is in bytes: unchanged)."""
+    """Horovod's own clocks dilated with the step: its background loop's cycle time (ms) and its Gloo
+    operations' timeout (s) x k, so that a cycle is as short, and a timeout as long, beside a dilated step as
+    beside a real one (its fusion threshold is in bytes: unchanged). Undilated, a ring step of 32 ranks at
+    k = 64 outwaited Gloo's 30 s ("Timed out waiting 30000ms for recv operation")."""
+    k = float(emulation["dilation"])
     cycle = float(environ.get("HOROVOD_CYCLE_TIME", HOROVOD_CYCLE_TIME_MS))
-    return {"HOROVOD_CYCLE_TIME": f"{cycle * float(emulation['dilation']):g}"}
+    timeout = float(environ.get("HOROVOD_GLOO_TIMEOUT_SECONDS", HOROVOD_GLOO_TIMEOUT_S))
+    return {"HOROVOD_CYCLE_TIME": f"{cycle * k:g}", "HOROVOD_GLOO_TIMEOUT_SECONDS": str(math.ceil(timeout * k))}
 
 
 T = TypeVar("T")
