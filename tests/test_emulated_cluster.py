@@ -117,9 +117,11 @@ def test_a_scenario_resolves_the_cluster_and_the_hosts_get_their_links(write_sce
     assert spec.emulation["exchange"] == "gradients" and spec.emulation["dilation"] == 8.0
     assert (spec.emulation["intra_link"], spec.emulation["inter_link"]) == ("PCIe3", "10GbE")
     commands = hosts.shaping(spec, ("h0", "h1", "h2"), hosts.RemoteShell.NETNS, "eth0")
-    assert len(commands) == 4  # two hosts used, two interfaces each
+    assert len(commands) == 6  # two hosts used, two interfaces and the delay line each
     assert commands[0][:4] == ("ip", "netns", "exec", "h0") and "eth0" in commands[0] and "tbf" in commands[0]
     assert "lo" in commands[1] and f"{int(10e9 * 8 * 2 / 8)}bit" in commands[1]
+    # each packet leaving a host waits its link's latency x k: 10GbE's 25 us and PCIe3's 5 us, at k = 8
+    assert commands[2][-4:] == ("harness.base.delay_line", "start", "eth0:0.000200000", "lo:0.000040000")
     auto = matrix.expand(scenario.load(write_scenario(_text(emulation=""))))[0]
     assert auto.emulation["dilation_auto"] and auto.emulation["dilation"] >= 2
 
@@ -127,7 +129,8 @@ def test_a_scenario_resolves_the_cluster_and_the_hosts_get_their_links(write_sce
 def test_one_host_of_one_gpu_leaves_both_interfaces_unshaped(write_scenario):
     [spec] = matrix.expand(scenario.load(write_scenario(_text(nodes=1, procs=1))))
     commands = hosts.shaping(spec, ("h0",), hosts.RemoteShell.NETNS, "eth0")
-    assert [c[-3:] for c in commands] == [("pfifo", "limit", "1000")] * 2
+    assert [c[-3:] for c in commands[:2]] == [("pfifo", "limit", "1000")] * 2
+    assert commands[2][-1] == "start"  # no delays: an earlier run's delay line removed
 
 
 def test_bad_cluster_settings_are_one_line_errors(write_scenario):

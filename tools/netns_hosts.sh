@@ -17,6 +17,8 @@ cmd=${1:?usage: $0 start N | stop}
 
 stop() {
   for ns in $(ip netns list | awk '{print $1}' | grep -E "^($PREFIX[0-9]+|$SW)$" || true); do
+    # what still runs inside (a link's delay line) would keep the namespace alive past its deletion
+    for pid in $(ip netns pids "$ns"); do kill -9 "$pid" 2>/dev/null || true; done
     ip netns del "$ns"
     rm -rf "/etc/netns/$ns"
   done

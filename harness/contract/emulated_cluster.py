@@ -7,7 +7,8 @@ ranks. Two links are capped with Linux's ``tbf`` (their rate: :func:`tbf_argv`),
 a host sends to another crosses it, as on a cluster where a node's GPUs share its NICs), and ``intra_link``,
 the link between GPUs of one host (``lo``: ranks of one namespace talk over loopback TCP, gloo's and Open
 MPI's ``tcp`` transport alike, so shaping it stands in for PCIe or NVLink; one queue carries all of the
-host's GPUs' traffic, so it is given their summed rate).
+host's GPUs' traffic, so it is given their summed rate). Each packet arriving through either interface also
+waits its link's latency, in a user-space delay line (harness/base/delay_line.py); both are dilated by k.
 
 Time dilation: with a factor k every compute sleep lasts k times the profiled time and every link carries
 1/k of its rate, so that the real CPU work of this machine (copying and reducing
@@ -117,29 +118,36 @@ QUEUE = "5s"
 
 
 def tbf_argv(interface: str, link_: Link, dilation: float, share: int = 1) -> tuple[str, ...]:
-    """``tc`` capping ``interface`` at ``share`` x the link's rate / k (a token bucket: ``tbf``).
-
-    The rate only: the link's latency is not added (``netem``, which could, is not in every kernel, this
-    machine's included); the real loopback's or veth's tens of microseconds, divided by k, stand for it,
-    which is below every preset's. For a gradient exchange of megabytes in buckets of 25 MB the rate is
-    what counts; the latency would matter for small messages."""
+    """``tc`` capping ``interface`` at ``share`` x the link's rate / k (a token bucket: ``tbf``). The rate
+    only: the latency is the delay line's (:func:`delay_line_argv`)."""
     rate_bits = max(8e3, link_.bandwidth_Bps * 8 * share / dilation)
     burst = max(256 * 1024, int(rate_bits / 8 / 250))  # above loopback's 64 KiB packets; the timer's 4 ms
     return ("tc", "qdisc", "replace", "dev", interface, "root", "tbf", "rate", f"{int(rate_bits)}bit",
             "burst", str(burst), "latency", QUEUE)
 
 
+def delay_line_argv(python: str, delays: Mapping[str, float]) -> tuple[str, ...]:
+    """The command that holds each packet arriving through each interface for its delay (s): the links'
+    latencies x k
+    (harness/base/delay_line.py: a user-space delay line, since ``netem``, which would, is not in every
+    kernel, this machine's included); no delays: the host's earlier delay line removed."""
+    return (python, "-m", "harness.base.delay_line", "start", *(f"{i}:{d:.9f}" for i, d in delays.items()))
+
+
 def shaping(emulation: Mapping[str, Any], prefix: tuple[str, ...], interface: str, procs_per_node: int,
-            nodes: int) -> tuple[tuple[str, ...], ...]:
+            nodes: int, python: str) -> tuple[tuple[str, ...], ...]:
     """The commands that shape one emulated host (run inside it through ``prefix``): each of its two
-    interfaces to its link, or unshaped where the run names none (a namespace keeps an earlier run's)."""
+    interfaces to its link's rate, or unshaped where the run names none (a namespace keeps an earlier
+    run's), and the links' latencies (its delay line, with ``python``)."""
     k = float(emulation["dilation"])
     inter, intra = emulation.get("inter_link"), emulation.get("intra_link")
-    unshaped = network.UNLIMITED
-    return ((*prefix, *(tbf_argv(interface, link(inter), k) if inter and nodes > 1
-                        else network.shaping_argv(interface, unshaped))),
-            (*prefix, *(tbf_argv("lo", link(intra), k, share=procs_per_node) if intra and procs_per_node > 1
-                        else network.shaping_argv("lo", unshaped))))
+    links = {interface: link(inter) if inter and nodes > 1 else None,
+             "lo": link(intra) if intra and procs_per_node > 1 else None}
+    shares = {interface: 1, "lo": procs_per_node}
+    rates = tuple((*prefix, *(tbf_argv(iface, link_, k, share=shares[iface]) if link_
+                              else network.shaping_argv(iface, network.UNLIMITED))) for iface, link_ in links.items())
+    delays = {iface: link_.latency_s * k for iface, link_ in links.items() if link_ and link_.latency_s > 0}
+    return (*rates, (*prefix, *delay_line_argv(python, delays)))
 
 
 def exchanges_gradients(emulation: Mapping[str, Any]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -83,7 +84,7 @@ def shaping(spec: RunSpec, hosts: tuple[str, ...], remote: RemoteShell, interfac
     if shapes_emulated_links(spec):
         return tuple(command for host in hosts[: spec.nodes]
                      for command in emulated_cluster.shaping(spec.emulation, prefix(remote, host), interface,
-                                                             spec.procs_per_node, spec.nodes))
+                                                             spec.procs_per_node, spec.nodes, sys.executable))
     if spec.nodes < 2:
         return ()
     return tuple((*prefix(remote, host), *network.shaping_argv(interface, spec.network))
