@@ -359,6 +359,18 @@ def test_a_slow_emulated_loader_bounds_the_step_and_says_so(write_scenario, tmp_
     assert 0.35 < row["data_stall_frac"] < 0.6  # about half of each step waiting for the batch
 
 
+def test_horovods_own_clocks_are_dilated_with_the_step():
+    """Horovod's cycle time and its Gloo timeout last k times theirs (a user's own value too), so that a
+    dilated ring step of 32 ranks is not taken for a dead peer after 30 s."""
+    from frameworks.shared import emulated_clock
+
+    assert emulated_clock.horovod_environment({"dilation": 64.0}, {}) == {
+        "HOROVOD_CYCLE_TIME": "64", "HOROVOD_GLOO_TIMEOUT_SECONDS": "1920"}
+    given = {"HOROVOD_CYCLE_TIME": "5", "HOROVOD_GLOO_TIMEOUT_SECONDS": "60"}
+    assert emulated_clock.horovod_environment({"dilation": 2.0}, given) == {
+        "HOROVOD_CYCLE_TIME": "10", "HOROVOD_GLOO_TIMEOUT_SECONDS": "120"}
+
+
 def test_the_update_share_waits_after_the_backward_instead_of_in_it():
     """An update's share of the step is not spent in the backward, where the exchange would overlap it."""
     torch = pytest.importorskip("torch")
