@@ -23,7 +23,7 @@ import socket, sys, threading, time, json
 conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 rtts = []
-for _ in range(15):
+for _ in range(25):
     t0 = time.perf_counter()
     conn.sendall(b"x")
     conn.recv(1)
@@ -68,12 +68,12 @@ def test_each_packet_arriving_at_a_host_waits_the_delay_then_the_line_is_removed
     try:
         held, intact = _round_trips(two_hosts)
         # one way held (the echo arriving at h0; h1 takes the byte in at once): the round trip grows by the delay
-        assert 0.030 <= held - before < 0.045 and intact
+        assert 0.030 <= held - before < 0.050 and intact
         subprocess.run(_in(h0, *line, "start", "eth0:0.010"), check=True, timeout=30)  # replaces the first
         assert 0.010 <= _round_trips(two_hosts)[0] - before < 0.020
     finally:
         subprocess.run(_in(h0, *line, "stop"), check=True, timeout=30)
-    assert _round_trips(two_hosts)[0] < before + 0.005
+    assert _round_trips(two_hosts)[0] < before + 0.010
     rules = subprocess.run(_in(h0, "iptables", "-t", "mangle", "-S", "POSTROUTING"), capture_output=True,
                            text=True).stdout
     assert "NFQUEUE" not in rules

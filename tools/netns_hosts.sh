@@ -19,6 +19,7 @@ stop() {
   for ns in $(ip netns list | awk '{print $1}' | grep -E "^($PREFIX[0-9]+|$SW)$" || true); do
     # what still runs inside (a link's delay line) would keep the namespace alive past its deletion
     for pid in $(ip netns pids "$ns"); do kill -9 "$pid" 2>/dev/null || true; done
+    rm -f "/run/rosetta-delay-line/$(stat -L -c %i "/run/netns/$ns")"  # its record (harness/base/delay_line.py)
     ip netns del "$ns"
     rm -rf "/etc/netns/$ns"
   done

@@ -17,7 +17,7 @@ Standard library only (it runs in each emulated host's network namespace, starte
     python -m harness.base.delay_line stop
 
 One delay line per network namespace; its process id is kept in ``/run/rosetta-delay-line/<namespace>``.
-A delay of 0 (or ``stop``) removes it and its iptables rules.
+A delay under :data:`MIN_DELAY_S` is not held; none left (or ``stop``) removes the line and its rules.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ NLM_F_REQUEST, NLM_F_ACK = 1, 4
 NLMSG_ERROR = 2
 SOL_NETLINK, NETLINK_NO_ENOBUFS = 270, 5
 QUEUE_MAXLEN = 65536  # packets held at once: a dilated link's bytes in flight, in 64 KB GSO packets, stay far below
+# A delay shorter than this is not held: the line lets a packet go 0.15-0.5 ms late on this machine (its
+# wake-ups and netlink's round trip, measured against a ping-pong), as much as such a delay itself; the real
+# stack's own latency (tens of microseconds over a veth) stands for it.
+MIN_DELAY_S = 1e-3
 FIRST_QUEUE = 7100  # queue numbers this module takes, one per interface (away from 0, which others may use)
 STATE = Path("/run/rosetta-delay-line")
 
@@ -95,7 +99,8 @@ def _packets(data: bytes) -> list[tuple[int, int]]:
 
 
 def serve(delays: dict[int, float], ready_fd: int | None = None) -> None:
-    """Hold each packet of queue q for ``delays[q]`` seconds, then accept it (runs until killed)."""
+    """Hold each packet of queue q for ``delays[q]`` seconds, then accept it (runs until killed). It wakes
+    when a packet comes or is due, takes in every packet that has come and lets go of every one due."""
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     # a packet whose notice overflowed the buffer is still let go: a batch verdict accepts every earlier id
@@ -106,15 +111,19 @@ def serve(delays: dict[int, float], ready_fd: int | None = None) -> None:
     if ready_fd is not None:
         os.write(ready_fd, b"ok")
         os.close(ready_fd)
+    sock.setblocking(False)
     held = {queue: collections.deque() for queue in delays}  # (release time, packet id), oldest first
     while True:
         due = [line[0][0] for line in held.values() if line]
-        wait = max(0.0, min(due) - time.monotonic()) if due else None
-        if select.select([sock], [], [], wait)[0]:
-            now = time.monotonic()
-            for queue, packet in _packets(sock.recv(1 << 20)):
-                held[queue].append((now + delays[queue], packet))
+        select.select([sock], [], [], max(0.0, min(due) - time.monotonic()) if due else None)
         now = time.monotonic()
+        while True:
+            try:
+                data = sock.recv(1 << 20)
+            except BlockingIOError:
+                break
+            for queue, packet in _packets(data):
+                held[queue].append((now + delays[queue], packet))
         for queue, line in held.items():
             last = None
             while line and line[0][0] <= now:
@@ -155,7 +164,7 @@ def start(links: dict[str, float]) -> None:
     """Replace this namespace's delay line by one holding the packets arriving through each interface for its
     delay (s)."""
     stop()
-    links = {iface: delay for iface, delay in links.items() if delay > 0}
+    links = {iface: delay for iface, delay in links.items() if delay >= MIN_DELAY_S}
     if not links:
         return
     if shutil.which("iptables") is None:
