@@ -66,6 +66,11 @@ def test_each_packet_arriving_at_a_host_waits_the_delay_then_the_line_is_removed
     before, _ = _round_trips(two_hosts)
     subprocess.run(_in(h0, *line, "start", "eth0:0.030"), check=True, timeout=30)
     try:
+        # the host's ranks count it as the run's own CPU (harness.contract.telemetry), found in its namespace only
+        ask = "from harness.base import delay_line; print(delay_line.running())"
+        found = subprocess.run(_in(h0, sys.executable, "-c", ask), capture_output=True, text=True).stdout.strip()
+        other = subprocess.run(_in(list(two_hosts)[1], sys.executable, "-c", ask), capture_output=True, text=True)
+        assert found.isdigit() and other.stdout.strip() == "None"
         held, intact = _round_trips(two_hosts)
         # one way held (the echo arriving at h0; h1 takes the byte in at once): the round trip grows by the delay
         assert 0.030 <= held - before < 0.050 and intact

@@ -3,6 +3,7 @@
 
 import dataclasses
 import shutil
+import sys
 import time
 
 import pytest
@@ -517,6 +518,35 @@ def test_parameter_servers_take_emulated_gradients_over_the_shaped_links(four_ho
     assert row["step_time_p50_s"] >= 0.19  # at least the V100's profiled step in the cluster's time
     assert row["weights_consistent"]  # every worker loaded the servers' same final tensors
     assert row["server_bytes_in_per_step"] > 4 * 25_557_032  # a server took its half of 4 workers' gradients a step
+
+
+def test_each_hosts_links_latency_is_held_and_its_cpu_is_the_runs(four_hosts, write_scenario, tmp_path):
+    """2 hosts x 1 emulated GPU over TCP-cloud-2018 (50 us) at k = 32: each host's delay line holds what
+    arrives through its network card for 1.6 ms; the gradients passed through it, and its CPU is counted as
+    the run's own (by the host's GPU 0), not as other load on the machine."""
+    pytest.importorskip("torch")
+    if shutil.which("iptables") is None:
+        pytest.skip("the links' delay lines need iptables (tools/system-packages.txt)")
+    import subprocess
+
+    from harness.running.runner import run_sweep
+
+    names = list(four_hosts)[:2]
+    text = _text(nodes=2, procs=1, size="tiny", emulation="dilation = 32\ncompute_s = 0.05", names=names,
+                 addresses=[four_hosts[n] for n in names]).replace('"10GbE"', '"TCP-cloud-2018"')
+    [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert row["status"] == "ok", row.get("reason")
+    for name in names:  # the line stays until the host's next run or its removal
+        queue = subprocess.run(["ip", "netns", "exec", name, "cat", "/proc/net/netfilter/nfnetlink_queue"],
+                               capture_output=True, text=True).stdout.split()
+        assert queue[0] == "7100" and int(queue[7]) > 1000  # its queue, and the packets it let in
+    # the line's CPU is the run's: the sampler of a host's GPU 0 counts it in the run's own process tree
+    ask = ("import os; from harness.base import delay_line; from harness.contract import telemetry; "
+           "print([p.pid for p in telemetry.Sampler(os.getpid(), 0).apparatus] == [delay_line.running()], "
+           "telemetry.Sampler(os.getpid(), 1).apparatus)")
+    counted = subprocess.run(["ip", "netns", "exec", names[1], sys.executable, "-c", ask], capture_output=True,
+                             text=True)
+    assert counted.stdout.split() == ["True", "[]"], counted.stderr[-300:]
 
 
 def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monkeypatch):

@@ -8,8 +8,8 @@ and every earlier one. The delay is the same for every packet, so the order is t
 ``--queue-bypass`` lets packets through unheld if the process is gone. The receiver holds them, not the
 sender: a packet held on its way out still counts against its socket's TCP Small Queues budget (about a
 millisecond of its rate), so a sender-side delay of 6.4 ms let a stream through at 0.8 MB/s; held on
-arrival (the veth or loopback has let the sender's socket go of it), the same stream ran at 378 MB/s,
-which its window over a 6.9 ms round trip allows.
+arrival (the veth or loopback has let the sender's socket go of it), the same stream ran at 374 MB/s,
+which its window over a 6.8 ms round trip allows.
 
 Standard library only (it runs in each emulated host's network namespace, started by a launch's setup):
 
@@ -47,7 +47,7 @@ NLM_F_REQUEST, NLM_F_ACK = 1, 4
 NLMSG_ERROR = 2
 SOL_NETLINK, NETLINK_NO_ENOBUFS = 270, 5
 QUEUE_MAXLEN = 65536  # packets held at once: a dilated link's bytes in flight, in 64 KB GSO packets, stay far below
-# A delay shorter than this is not held: the line lets a packet go 0.15-0.5 ms late on this machine (its
+# A delay shorter than this is not held: the line lets a packet go 0.3-0.5 ms late on this machine (its
 # wake-ups and netlink's round trip, measured against a ping-pong), as much as such a delay itself; the real
 # stack's own latency (tens of microseconds over a veth) stands for it.
 MIN_DELAY_S = 1e-3
@@ -142,6 +142,25 @@ def _rules(interfaces: list[str], action: str) -> list[list[str]]:
              "--queue-num", str(FIRST_QUEUE + i), "--queue-bypass"] for i, iface in enumerate(interfaces)]
 
 
+def _ours(pid: str) -> bool:
+    """Whether ``pid`` is this namespace's delay line (its record may outlive its namespace, whose number a
+    new namespace reuses)."""
+    try:
+        return (os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino
+                and b"delay_line" in Path(f"/proc/{pid}/cmdline").read_bytes())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def running() -> int | None:
+    """The process id of this namespace's delay line, or None where none runs."""
+    try:
+        pid = _state_file().read_text().split()[0]
+    except (FileNotFoundError, IndexError):
+        return None
+    return int(pid) if _ours(pid) else None
+
+
 def stop() -> None:
     """Remove this namespace's delay line: its rules, then its process."""
     path = _state_file()
@@ -150,13 +169,11 @@ def stop() -> None:
     pid, *interfaces = path.read_text().split()
     for rule in _rules(interfaces, "-D"):
         subprocess.run(rule, capture_output=True, check=False)
-    try:  # the file may outlive its namespace, whose number a new one reuses: kill only our own line
-        ours = (os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino
-                and b"delay_line" in Path(f"/proc/{pid}/cmdline").read_bytes())
-        if ours:
+    if _ours(pid):
+        try:
             os.kill(int(pid), signal.SIGKILL)
-    except (FileNotFoundError, ProcessLookupError):
-        pass
+        except ProcessLookupError:
+            pass
     path.unlink(missing_ok=True)
 
 

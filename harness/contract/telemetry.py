@@ -8,8 +8,9 @@ their summary over the measured window. Without a GPU the GPU fields are empty, 
 
 Each sample also says what else ran on the machine (:mod:`harness.contract.machine_load`): the
 machine's CPU seconds from ``/proc/stat`` (psutil), the rank's own process tree's CPU seconds (the
-supervisor included), the load average and the CPU frequency where the kernel reports one, so that
-a row measured while other processes took the CPUs is marked (``machine_busy``).
+supervisor included, and on an emulated host its links' delay line), the load average and the CPU
+frequency where the kernel reports one, so that a row measured while other processes took the CPUs is
+marked (``machine_busy``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Iterable
 
 import psutil
 
+from harness.base import delay_line
 from harness.contract import machine_load
 
 SAMPLE_S = 0.5
@@ -48,6 +50,13 @@ class Sampler:
         self.process = psutil.Process(pid)
         # the supervisor (this sampler's process) is the run's too: its CPU is not "other" load
         self.supervisor = psutil.Process(supervisor_pid or os.getpid())
+        # an emulated host's delay line holds its links' packets for the run: its CPU is the run's, not
+        # other load (counted once a host, by the rank of GPU 0)
+        line = delay_line.running() if gpu_index == 0 else None
+        try:
+            self.apparatus = [psutil.Process(line)] if line else []
+        except psutil.Error:
+            self.apparatus = []
         self._known: dict[int, psutil.Process] = {}
         self.gpu = _nvml_handle(gpu_index)
         self.machine = machine_load.MachineProbe()
@@ -73,7 +82,7 @@ class Sampler:
             except psutil.Error:
                 continue
         return {"cpu_percent": cpu, "rss_mb": rss / 2**20,
-                "tree_cpu_s": machine_load.tree_cpu_seconds([self.supervisor, *tree])}
+                "tree_cpu_s": machine_load.tree_cpu_seconds([self.supervisor, *self.apparatus, *tree])}
 
 
 def _nvml_handle(index: int):
