@@ -1,6 +1,7 @@
 """A link's latency on network-namespace hosts: the user-space delay line (harness/base/delay_line.py)
 holds each packet arriving through an interface for its delay, then lets it through, in order."""
 
+import json
 import shutil
 import statistics
 import subprocess
@@ -43,8 +44,6 @@ def _in(host: str, *argv: str) -> list[str]:
 
 def _round_trips(hosts: dict[str, str]) -> tuple[float, bool]:
     """Median round trip (s) of one byte from h0 to an echo server on h1, and whether a 4 MB echo came back whole."""
-    import json
-
     (h0, _), (h1, a1) = list(hosts.items())[:2]
     server = subprocess.Popen(_in(h1, sys.executable, "-c", ECHO, a1), stdout=subprocess.PIPE, text=True)
     try:
@@ -79,9 +78,9 @@ def test_each_packet_arriving_at_a_host_waits_the_delay_then_the_line_is_removed
     finally:
         subprocess.run(_in(h0, *line, "stop"), check=True, timeout=30)
     assert _round_trips(two_hosts)[0] < before + 0.010
-    rules = subprocess.run(_in(h0, "iptables", "-t", "mangle", "-S", "POSTROUTING"), capture_output=True,
-                           text=True).stdout
-    assert "NFQUEUE" not in rules
+    rules = subprocess.run(_in(h0, "iptables", "-t", "mangle", "-S", "PREROUTING"), capture_output=True,
+                           text=True, check=True).stdout
+    assert "NFQUEUE" not in rules and "-P PREROUTING ACCEPT" in rules  # the chain the line's rule was in
 
 
 def test_a_bad_link_argument_is_one_line():

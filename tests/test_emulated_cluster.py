@@ -121,7 +121,7 @@ def test_a_scenario_resolves_the_cluster_and_the_hosts_get_their_links(write_sce
     assert len(commands) == 6  # two hosts used, two interfaces and the delay line each
     assert commands[0][:4] == ("ip", "netns", "exec", "h0") and "eth0" in commands[0] and "tbf" in commands[0]
     assert "lo" in commands[1] and f"{int(10e9 * 8 * 2 / 8)}bit" in commands[1]
-    # each packet leaving a host waits its link's latency x k: 10GbE's 25 us and PCIe3's 5 us, at k = 8
+    # each packet arriving at a host waits its link's latency x k: 10GbE's 25 us and PCIe3's 5 us, at k = 8
     assert commands[2][-4:] == ("harness.base.delay_line", "start", "eth0:0.000200000", "lo:0.000040000")
     auto = matrix.expand(scenario.load(write_scenario(_text(emulation=""))))[0]
     assert auto.emulation["dilation_auto"] and auto.emulation["dilation"] >= 2

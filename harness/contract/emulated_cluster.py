@@ -128,9 +128,8 @@ def tbf_argv(interface: str, link_: Link, dilation: float, share: int = 1) -> tu
 
 def delay_line_argv(python: str, delays: Mapping[str, float]) -> tuple[str, ...]:
     """The command that holds each packet arriving through each interface for its delay (s): the links'
-    latencies x k
-    (harness/base/delay_line.py: a user-space delay line, since ``netem``, which would, is not in every
-    kernel, this machine's included); no delays: the host's earlier delay line removed."""
+    latencies x k (harness/base/delay_line.py: a user-space delay line, since ``netem``, which would, is not
+    in every kernel, this machine's included); no delays: the host's earlier delay line removed."""
     return (python, "-m", "harness.base.delay_line", "start", *(f"{i}:{d:.9f}" for i, d in delays.items()))
 
 
