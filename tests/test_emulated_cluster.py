@@ -2,6 +2,7 @@
 (harness/contract/emulated_cluster.py, frameworks/shared/pytorch/emulated_gradients.py)."""
 
 import dataclasses
+import multiprocessing
 import shutil
 import sys
 import time
@@ -309,15 +310,19 @@ def test_the_emulated_loader_hands_batches_over_when_pytorchs_dataloader_does(wo
     torch = pytest.importorskip("torch")
     from frameworks.shared.emulated_clock import InputClock
 
+    # the workers start together: their start-ups, which a loaded machine staggers by tens of milliseconds (a
+    # CI run saw 63 ms), are not the loader's pace, and InputClock's workers start at once
+    context = multiprocessing.get_context("fork")
+    started = context.Barrier(workers)
     loader = iter(torch.utils.data.DataLoader(_SlowBatches(batch_s, len(gaps)), batch_size=None,
-                                              num_workers=workers, prefetch_factor=2))
+                                              num_workers=workers, prefetch_factor=2, multiprocessing_context=context,
+                                              worker_init_fn=lambda _: started.wait(timeout=60)))
     handed, began = [], []
     for gap in gaps:
         began.append(next(loader))
         handed.append(time.perf_counter())
         time.sleep(gap)
-    # the DataLoader's time starts when its first worker starts its first batch (its workers' start-up, which
-    # a loaded machine stretches by tens of milliseconds, is not the loader's pace)
+    # the DataLoader's time starts when its workers start their first batches
     real = [t - min(began) for t in handed]
     clock = InputClock(workers, batch_s)
     start = time.perf_counter()
