@@ -2,7 +2,6 @@
 (harness/contract/emulated_cluster.py, frameworks/shared/pytorch/emulated_gradients.py)."""
 
 import dataclasses
-import multiprocessing
 import shutil
 import sys
 import time
@@ -14,52 +13,7 @@ from harness.contract import emulated_cluster
 from harness.contract.axes import Device, Storage, Strategy, Workload
 from harness.experiment import matrix, scenario
 from harness.launchers import hosts
-
-SCENARIO = """
-name = "cluster"
-[settings]
-device = "emulated"
-warmup_steps = 1
-measured_steps = 2
-repeats = 1
-timeout_s = 600
-[emulation]
-accelerator = "v100"
-exchange = "gradients"
-intra_link = "PCIe3"
-inter_link = "10GbE"
-{emulation}
-[matrix]
-framework = "{framework}"
-workload = "resnet50"
-size = "{size}"
-batch_per_worker = 64
-nodes = {nodes}
-procs_per_node = {procs}
-launcher = "{launcher}"
-{extra}
-[launcher_options.{launcher}]
-hosts = {hosts}
-remote = "netns"
-{addresses}
-"""
-
-
-def _text(framework="torch_ddp", launcher="torchrun", nodes=2, procs=2, size="full", emulation="dilation = 8",
-          names=("h0", "h1", "h2", "h3"), addresses=("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"), extra=""):
-    quoted = lambda xs: "[" + ", ".join(f'"{x}"' for x in xs) + "]"  # noqa: E731
-    given = f"addresses = {quoted(addresses)}" if launcher != "horovodrun" else ""  # its ranks meet at its rendezvous
-    return SCENARIO.format(framework=framework, launcher=launcher, nodes=nodes, procs=procs, size=size,
-                           emulation=emulation, hosts=quoted(names), addresses=given, extra=extra)
-
-
-def _skip_without(framework: str, launcher: str) -> None:
-    """Skip the test, saying what is missing, where the framework's modules or its launcher are not here."""
-    import frameworks
-
-    missing = frameworks.get(framework).missing_modules() + ([launcher] if shutil.which(launcher) is None else [])
-    if missing:
-        pytest.skip(f"{framework} needs {', '.join(missing)}")
+from tests.emulated_scenarios import scenario_text, skip_without
 
 
 def test_links_are_the_interconnect_presets_and_an_unknown_one_is_one_line():
@@ -114,7 +68,7 @@ def test_an_exchange_this_cpu_held_back_saturates_the_row_when_it_is_a_visible_p
 
 
 def test_a_scenario_resolves_the_cluster_and_the_hosts_get_their_links(write_scenario):
-    specs = matrix.expand(scenario.load(write_scenario(_text())))
+    specs = matrix.expand(scenario.load(write_scenario(scenario_text())))
     [spec] = specs
     assert spec.emulation["exchange"] == "gradients" and spec.emulation["dilation"] == 8.0
     assert (spec.emulation["intra_link"], spec.emulation["inter_link"]) == ("PCIe3", "10GbE")
@@ -124,12 +78,12 @@ def test_a_scenario_resolves_the_cluster_and_the_hosts_get_their_links(write_sce
     assert "lo" in commands[1] and f"{int(10e9 * 8 * 2 / 8)}bit" in commands[1]
     # each packet arriving at a host waits its link's latency x k: 10GbE's 25 us and PCIe3's 5 us, at k = 8
     assert commands[2][-4:] == ("harness.base.delay_line", "start", "eth0:0.000200000", "lo:0.000040000")
-    auto = matrix.expand(scenario.load(write_scenario(_text(emulation=""))))[0]
+    auto = matrix.expand(scenario.load(write_scenario(scenario_text(emulation=""))))[0]
     assert auto.emulation["dilation_auto"] and auto.emulation["dilation"] >= 2
 
 
 def test_one_host_of_one_gpu_leaves_both_interfaces_unshaped(write_scenario):
-    [spec] = matrix.expand(scenario.load(write_scenario(_text(nodes=1, procs=1))))
+    [spec] = matrix.expand(scenario.load(write_scenario(scenario_text(nodes=1, procs=1))))
     commands = hosts.shaping(spec, ("h0",), hosts.RemoteShell.NETNS, "eth0")
     assert [c[-3:] for c in commands[:2]] == [("pfifo", "limit", "1000")] * 2
     assert commands[2][-1] == "start"  # no delays: an earlier run's delay line removed
@@ -137,12 +91,12 @@ def test_one_host_of_one_gpu_leaves_both_interfaces_unshaped(write_scenario):
 
 def test_bad_cluster_settings_are_one_line_errors(write_scenario):
     with pytest.raises(UserError, match=r"\[emulation\] accelerator: .*unknown link 'NVLink9'"):
-        scenario.load(write_scenario(_text().replace('"PCIe3"', '"NVLink9"')))
+        scenario.load(write_scenario(scenario_text().replace('"PCIe3"', '"NVLink9"')))
     with pytest.raises(UserError, match=r'update_share and input_workers need exchange = "gradients"'):
-        scenario.load(write_scenario(_text().replace('exchange = "gradients"', "")))
+        scenario.load(write_scenario(scenario_text().replace('exchange = "gradients"', "")))
     with pytest.raises(UserError, match=r"\[emulation\] exchange"):
-        scenario.load(write_scenario(_text().replace('"gradients"', '"pigeons"')))
-    [spec] = matrix.expand(scenario.load(write_scenario(_text())))
+        scenario.load(write_scenario(scenario_text().replace('"gradients"', '"pigeons"')))
+    [spec] = matrix.expand(scenario.load(write_scenario(scenario_text())))
     assert "network-namespace hosts" in hosts.check(spec, ("h0", "h1"), (), hosts.RemoteShell.SSH, "torchrun")
 
 
@@ -246,129 +200,6 @@ def test_each_gradient_arrives_when_its_layer_backward_would_end():
     assert end - start < 1.0  # and not far beyond it (generous: this machine is shared)
 
 
-class _FakeTime:
-    """A clock that sleeping advances (InputClock's now and sleep), for schedules checked to the second."""
-
-    def __init__(self):
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.t += s
-
-
-def _taken(workers: int, batch_s: float, gaps: list[float]) -> tuple[list[float], float]:
-    """When each batch was handed over to a step that spent ``gaps[i]`` s after taking batch i."""
-    from frameworks.shared.emulated_clock import InputClock
-
-    fake = _FakeTime()
-    clock = InputClock(workers, batch_s, now=fake.now, sleep=fake.sleep)
-    for gap in gaps:
-        clock.next()
-        fake.sleep(gap)
-    return clock.taken, clock.wait_s
-
-
-def test_the_emulated_loader_makes_batches_as_a_dataloaders_workers_do():
-    """Two workers of 1 s a batch feed a step that takes nothing at two batches a second, in pairs; a step
-    slower than the workers never waits after the first fill; a worker makes at most PREFETCH_FACTOR
-    batches ahead of the step (a long pause does not bank batches beyond that)."""
-    taken, waited = _taken(2, 1.0, [0.0] * 6)
-    assert taken == [1, 1, 2, 2, 3, 3] and waited == 3  # the workers' rate, 2 batches a second
-    taken, waited = _taken(2, 1.0, [3.0] * 5)
-    assert taken == [1, 4, 7, 10, 13] and waited == 1  # only the first fill
-    taken, waited = _taken(1, 1.0, [10.0, 0, 0, 0])
-    # batch 1 made at 2 and batch 2 at 3 while the step paused; batch 3 was asked for only when batch 1 was taken
-    assert taken == [1, 11, 11, 12] and waited == 2
-
-
-class _SlowBatches:
-    """A map-style dataset of whole batches that each take ``batch_s`` to make (a worker's decoding)."""
-
-    def __init__(self, batch_s: float, count: int):
-        self.batch_s, self.count = batch_s, count
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __getitem__(self, index: int) -> float:
-        """When the batch's making began (perf_counter: the system's monotonic clock, alike in every process)."""
-        began = time.perf_counter()
-        time.sleep(self.batch_s)
-        return began
-
-
-@pytest.mark.filterwarnings("ignore:This DataLoader will create")
-@pytest.mark.parametrize("workers, batch_s, gaps", [(2, 0.2, [0.0] * 8), (1, 0.2, [1.0, 0, 0, 0, 0]),
-                                                     (3, 0.3, [0.05] * 9), (2, 0.1, [0.3] * 5)])
-def test_the_emulated_loader_hands_batches_over_when_pytorchs_dataloader_does(workers, batch_s, gaps):
-    """The truth: PyTorch's own DataLoader, whose workers take ``batch_s`` a batch, against InputClock of the
-    same workers and time, for a step that takes nothing, one slower than the workers, and a pause longer
-    than the prefetch (measured: every batch within 7 ms, the DataLoader's being its workers' start)."""
-    torch = pytest.importorskip("torch")
-    from frameworks.shared.emulated_clock import InputClock
-
-    # the workers start together: their start-ups, which a loaded machine staggers by tens of milliseconds (a
-    # CI run saw 63 ms), are not the loader's pace, and InputClock's workers start at once
-    context = multiprocessing.get_context("fork")
-    started = context.Barrier(workers)
-    loader = iter(torch.utils.data.DataLoader(_SlowBatches(batch_s, len(gaps)), batch_size=None,
-                                              num_workers=workers, prefetch_factor=2, multiprocessing_context=context,
-                                              worker_init_fn=lambda _: started.wait(timeout=60)))
-    handed, began = [], []
-    for gap in gaps:
-        began.append(next(loader))
-        handed.append(time.perf_counter())
-        time.sleep(gap)
-    # the DataLoader's time starts when its workers start their first batches
-    real = [t - min(began) for t in handed]
-    clock = InputClock(workers, batch_s)
-    start = time.perf_counter()
-    for gap in gaps:
-        clock.next()
-        time.sleep(gap)
-    assert [t - start for t in clock.taken] == pytest.approx(real, abs=0.05)
-
-
-def test_the_emulated_loader_is_resolved_from_emulation_and_checked(write_scenario):
-    from frameworks.shared.emulated_clock import InputClock, LayerClock, StepClock
-
-    given = 'dilation = 8\ninput_workers = 4\ninput_rate = 100.0'
-    [spec] = matrix.expand(scenario.load(write_scenario(_text(emulation=given))))
-    assert (spec.emulation["input_workers"], spec.emulation["input_batch_s"]) == (4, pytest.approx(64 / 100))
-    clock = InputClock.of(spec.emulation)
-    assert (clock.workers, clock.batch_s) == (4, pytest.approx(8 * 0.64))  # a batch's time, dilated
-    assert LayerClock([1.0], spec.emulation).input is not None and StepClock(spec.emulation).input is not None
-    [plain] = matrix.expand(scenario.load(write_scenario(_text())))
-    assert InputClock.of(plain.emulation) is None and StepClock(plain.emulation).input is None
-    with pytest.raises(UserError, match=r"\[emulation\] input_rate: missing"):
-        scenario.load(write_scenario(_text(emulation="input_workers = 4")))
-    with pytest.raises(UserError, match=r"\[emulation\] input_workers: .*storage local .*synthetic only"):
-        scenario.load(write_scenario(_text(emulation=given, extra='storage = "local"\n'
-                                                                  '[storage_options.local]\nurl = "/tmp/x"')))
-
-
-@pytest.mark.parametrize("framework, launcher", [("torch_ddp", "torchrun"), ("chainer", "mpirun")])
-def test_a_slow_emulated_loader_bounds_the_step_and_says_so(write_scenario, tmp_path, framework, launcher):
-    """One host of 2 emulated V100s (0.193 s a step of 64), each fed by one loader worker of 165.8 images/s
-    (0.386 s a batch): the step is the worker's batch, not the GPU's (measured 0.3864 s with DDP), and
-    the row says half the window waited for input. One host without links: no namespaces needed."""
-    _skip_without(framework, launcher)
-    from harness.running.runner import run_sweep
-
-    text = _text(framework=framework, launcher=launcher, nodes=1, procs=2, size="tiny",
-                 emulation="dilation = 8\ninput_workers = 1\ninput_rate = 165.8")
-    text = text.replace('intra_link = "PCIe3"\ninter_link = "10GbE"\n', "").split("[launcher_options")[0]
-    text = text.replace("warmup_steps = 1\nmeasured_steps = 2", "warmup_steps = 2\nmeasured_steps = 3")
-    [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
-    assert row["status"] == "ok", row.get("reason")
-    assert (row["input_workers"], row["input_rate"]) == (1, 165.8)
-    assert row["step_time_p50_s"] == pytest.approx(64 / 165.8, rel=0.05)  # the loader's pace, not the GPU's 0.193 s
-    assert row["throughput"] == pytest.approx(2 * 165.8, rel=0.05)
-    assert 0.35 < row["data_stall_frac"] < 0.6  # about half of each step waiting for the batch
-
 
 def test_horovods_own_clocks_are_dilated_with_the_step():
     """Horovod's cycle time and its Gloo timeout last k times theirs (a user's own value too), so that a
@@ -416,7 +247,7 @@ def test_sixteen_emulated_gpus_on_four_hosts_exchange_real_gradients(four_hosts,
     from harness.running.runner import run_sweep
 
     names, addresses = list(four_hosts), list(four_hosts.values())
-    text = _text(framework=framework, launcher=launcher, nodes=4, procs=4, size="tiny", emulation="dilation = 16",
+    text = scenario_text(framework=framework, launcher=launcher, nodes=4, procs=4, size="tiny", emulation="dilation = 16",
                  names=names, addresses=addresses)
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
@@ -439,13 +270,13 @@ def test_frameworks_that_exchange_after_the_backward_take_emulated_gradients(fou
     hands them over), ChainerMN's MPI allreduces (as its multi-node optimizer's update makes them), across
     the shaped links after the timed passes; the step is the profile's and the exchange's, one after the
     other. Each worker checks that the exchange summed every rank's gradient."""
-    _skip_without(framework, launcher)
+    skip_without(framework, launcher)
     import subprocess
 
     from harness.running.runner import run_sweep
 
     names = list(four_hosts)[:2]
-    text = _text(framework=framework, launcher=launcher, nodes=2, procs=2, size="tiny", emulation="dilation = 16",
+    text = scenario_text(framework=framework, launcher=launcher, nodes=2, procs=2, size="tiny", emulation="dilation = 16",
                  names=names, addresses=[four_hosts[n] for n in names])
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
@@ -466,13 +297,13 @@ def test_horovod_tensorflow_allreduces_each_gradient_as_its_layer_backward_ends(
     DistributedGradientTape each gradient at its backward time, and Horovod's allreduces cross the shaped
     links while the rest of the backward sleeps, so the step is shorter than the profile plus a whole
     exchange (tf_mwms's, measured beside it in the same configuration: 0.35 s)."""
-    _skip_without("horovod_tf", "horovodrun")
+    skip_without("horovod_tf", "horovodrun")
     import subprocess
 
     from harness.running.runner import run_sweep
 
     names = list(four_hosts)[:2]
-    text = _text(framework="horovod_tf", launcher="horovodrun", nodes=2, procs=2, size="tiny",
+    text = scenario_text(framework="horovod_tf", launcher="horovodrun", nodes=2, procs=2, size="tiny",
                  emulation="dilation = 16", names=names)
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
@@ -494,11 +325,11 @@ def test_horovod_tensorflow_times_the_transformers_layers_too(four_hosts, write_
     across the shaped links (each worker checks every rank's arrived). BERT's word embeddings (7.8 MB
     of gradient) are the last made and the first used: their allreduce, 9.4 ms over 10GbE, is not hidden
     (measured 0.1133 s; Llama's 1.2 MB, 0.1020 s)."""
-    _skip_without("horovod_tf", "horovodrun")
+    skip_without("horovod_tf", "horovodrun")
     from harness.running.runner import run_sweep
 
     names = list(four_hosts)[:2]
-    text = _text(framework="horovod_tf", launcher="horovodrun", nodes=2, procs=2, size="tiny",
+    text = scenario_text(framework="horovod_tf", launcher="horovodrun", nodes=2, procs=2, size="tiny",
                  emulation="dilation = 16\ncompute_s = 0.1", names=names)
     text = text.replace('workload = "resnet50"', f'workload = "{workload}"').replace("batch_per_worker = 64",
                                                                                     "batch_per_worker = 8")
@@ -519,7 +350,7 @@ def test_parameter_servers_take_emulated_gradients_over_the_shaped_links(four_ho
     from harness.running.runner import run_sweep
 
     names = list(four_hosts)[:2]
-    text = _text(nodes=2, procs=2, size="tiny", emulation="dilation = 16", names=names,
+    text = scenario_text(nodes=2, procs=2, size="tiny", emulation="dilation = 16", names=names,
                  addresses=[four_hosts[n] for n in names],
                  extra=f'strategy = "{strategy}"\n[strategy_options.{strategy}]\nservers = 2')
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
@@ -542,7 +373,7 @@ def test_each_hosts_links_latency_is_held_and_its_cpu_is_the_runs(four_hosts, wr
     from harness.running.runner import run_sweep
 
     names = list(four_hosts)[:2]
-    text = _text(nodes=2, procs=1, size="tiny", emulation="dilation = 32\ncompute_s = 0.05", names=names,
+    text = scenario_text(nodes=2, procs=1, size="tiny", emulation="dilation = 32\ncompute_s = 0.05", names=names,
                  addresses=[four_hosts[n] for n in names]).replace('"10GbE"', '"TCP-cloud-2018"')
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
