@@ -130,6 +130,8 @@ def test_a_slow_emulated_loader_bounds_the_step_and_says_so(write_scenario, tmp_
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
     assert (row["input_workers"], row["input_rate"]) == (1, 165.8)
-    assert row["step_time_p50_s"] == pytest.approx(64 / 165.8, rel=0.05)  # the loader's pace, not the GPU's 0.193 s
-    assert row["throughput"] == pytest.approx(2 * 165.8, rel=0.05)
+    # the loader's pace, not the GPU's 0.193 s: 15% tells the two apart (a factor 2) and leaves room for a loaded
+    # CI machine, where mpirun's polling ranks once made ChainerMN's step 0.421 s at this small k
+    assert row["step_time_p50_s"] == pytest.approx(64 / 165.8, rel=0.15)
+    assert row["throughput"] == pytest.approx(2 * 165.8, rel=0.15)
     assert 0.35 < row["data_stall_frac"] < 0.6  # about half of each step waiting for the batch
