@@ -35,8 +35,9 @@ remote = "netns"
 """
 
 
-def scenario_text(framework="torch_ddp", launcher="torchrun", nodes=2, procs=2, size="full", emulation="dilation = 8",
-          names=("h0", "h1", "h2", "h3"), addresses=("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"), extra=""):
+def scenario_text(framework="torch_ddp", launcher="torchrun", nodes=2, procs=2, size="full",
+                  emulation="dilation = 8", names=("h0", "h1", "h2", "h3"),
+                  addresses=("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"), extra=""):
     quoted = lambda xs: "[" + ", ".join(f'"{x}"' for x in xs) + "]"  # noqa: E731
     given = f"addresses = {quoted(addresses)}" if launcher != "horovodrun" else ""  # its ranks meet at its rendezvous
     return SCENARIO.format(framework=framework, launcher=launcher, nodes=nodes, procs=procs, size=size,

@@ -247,8 +247,8 @@ def test_sixteen_emulated_gpus_on_four_hosts_exchange_real_gradients(four_hosts,
     from harness.running.runner import run_sweep
 
     names, addresses = list(four_hosts), list(four_hosts.values())
-    text = scenario_text(framework=framework, launcher=launcher, nodes=4, procs=4, size="tiny", emulation="dilation = 16",
-                 names=names, addresses=addresses)
+    text = scenario_text(framework=framework, launcher=launcher, nodes=4, procs=4, size="tiny",
+                         emulation="dilation = 16", names=names, addresses=addresses)
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
     assert (row["world_size"], row["exchange"], row["dilation"]) == (16, "gradients", 16.0)
@@ -276,8 +276,8 @@ def test_frameworks_that_exchange_after_the_backward_take_emulated_gradients(fou
     from harness.running.runner import run_sweep
 
     names = list(four_hosts)[:2]
-    text = scenario_text(framework=framework, launcher=launcher, nodes=2, procs=2, size="tiny", emulation="dilation = 16",
-                 names=names, addresses=[four_hosts[n] for n in names])
+    text = scenario_text(framework=framework, launcher=launcher, nodes=2, procs=2, size="tiny",
+                         emulation="dilation = 16", names=names, addresses=[four_hosts[n] for n in names])
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
     assert (row["framework"], row["exchange"], row["world_size"], row["dilation"]) == (framework, "gradients", 4, 16.0)
@@ -304,7 +304,7 @@ def test_horovod_tensorflow_allreduces_each_gradient_as_its_layer_backward_ends(
 
     names = list(four_hosts)[:2]
     text = scenario_text(framework="horovod_tf", launcher="horovodrun", nodes=2, procs=2, size="tiny",
-                 emulation="dilation = 16", names=names)
+                         emulation="dilation = 16", names=names)
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
     assert (row["framework"], row["exchange"], row["world_size"]) == ("horovod_tf", "gradients", 4)
@@ -330,7 +330,7 @@ def test_horovod_tensorflow_times_the_transformers_layers_too(four_hosts, write_
 
     names = list(four_hosts)[:2]
     text = scenario_text(framework="horovod_tf", launcher="horovodrun", nodes=2, procs=2, size="tiny",
-                 emulation="dilation = 16\ncompute_s = 0.1", names=names)
+                         emulation="dilation = 16\ncompute_s = 0.1", names=names)
     text = text.replace('workload = "resnet50"', f'workload = "{workload}"').replace("batch_per_worker = 64",
                                                                                     "batch_per_worker = 8")
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
@@ -351,8 +351,8 @@ def test_parameter_servers_take_emulated_gradients_over_the_shaped_links(four_ho
 
     names = list(four_hosts)[:2]
     text = scenario_text(nodes=2, procs=2, size="tiny", emulation="dilation = 16", names=names,
-                 addresses=[four_hosts[n] for n in names],
-                 extra=f'strategy = "{strategy}"\n[strategy_options.{strategy}]\nservers = 2')
+                         addresses=[four_hosts[n] for n in names],
+                         extra=f'strategy = "{strategy}"\n[strategy_options.{strategy}]\nservers = 2')
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
     assert (row["strategy"], row["exchange"], row["world_size"]) == (strategy, "gradients", 4)
@@ -374,7 +374,7 @@ def test_each_hosts_links_latency_is_held_and_its_cpu_is_the_runs(four_hosts, wr
 
     names = list(four_hosts)[:2]
     text = scenario_text(nodes=2, procs=1, size="tiny", emulation="dilation = 32\ncompute_s = 0.05", names=names,
-                 addresses=[four_hosts[n] for n in names]).replace('"10GbE"', '"TCP-cloud-2018"')
+                         addresses=[four_hosts[n] for n in names]).replace('"10GbE"', '"TCP-cloud-2018"')
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
     for name in names:  # the line stays until the host's next run or its removal

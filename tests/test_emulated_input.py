@@ -112,7 +112,7 @@ def test_the_emulated_loader_is_resolved_from_emulation_and_checked(write_scenar
         scenario.load(write_scenario(scenario_text(emulation="input_workers = 4")))
     with pytest.raises(UserError, match=r"\[emulation\] input_workers: .*storage local .*synthetic only"):
         scenario.load(write_scenario(scenario_text(emulation=given, extra='storage = "local"\n'
-                                                                  '[storage_options.local]\nurl = "/tmp/x"')))
+                                                                          '[storage_options.local]\nurl = "/tmp/x"')))
 
 
 @pytest.mark.parametrize("framework, launcher", [("torch_ddp", "torchrun"), ("chainer", "mpirun")])
@@ -124,7 +124,7 @@ def test_a_slow_emulated_loader_bounds_the_step_and_says_so(write_scenario, tmp_
     from harness.running.runner import run_sweep
 
     text = scenario_text(framework=framework, launcher=launcher, nodes=1, procs=2, size="tiny",
-                 emulation="dilation = 8\ninput_workers = 1\ninput_rate = 165.8")
+                         emulation="dilation = 8\ninput_workers = 1\ninput_rate = 165.8")
     text = text.replace('intra_link = "PCIe3"\ninter_link = "10GbE"\n', "").split("[launcher_options")[0]
     text = text.replace("warmup_steps = 1\nmeasured_steps = 2", "warmup_steps = 2\nmeasured_steps = 3")
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
