@@ -130,8 +130,10 @@ def test_a_slow_emulated_loader_bounds_the_step_and_says_so(write_scenario, tmp_
     [row] = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row.get("reason")
     assert (row["input_workers"], row["input_rate"]) == (1, 165.8)
-    # the loader's pace, not the GPU's 0.193 s: 15% tells the two apart (a factor 2) and leaves room for a loaded
-    # CI machine, where mpirun's polling ranks once made ChainerMN's step 0.421 s at this small k
-    assert row["step_time_p50_s"] == pytest.approx(64 / 165.8, rel=0.15)
-    assert row["throughput"] == pytest.approx(2 * 165.8, rel=0.15)
-    assert 0.35 < row["data_stall_frac"] < 0.6  # about half of each step waiting for the batch
+    loader_s, verdict = 64 / 165.8, {k: row[k] for k in ("step_time_p50_s", "host_cpu_busy", "emulation_saturated")}
+    assert row["step_time_p50_s"] > 0.9 * loader_s, verdict  # the loader's pace, not the GPU's 0.193 s
+    if row["emulation_saturated"]:
+        return  # this machine's load (a CI run's other test worker) set the step, and the row says so
+    assert row["step_time_p50_s"] == pytest.approx(loader_s, rel=0.05), verdict
+    assert row["throughput"] == pytest.approx(2 * 165.8, rel=0.05), verdict
+    assert 0.35 < row["data_stall_frac"] < 0.6, verdict  # about half of each step waiting for the batch
