@@ -9,7 +9,9 @@ import psutil
 import pytest
 
 from harness.contract import machine_load, telemetry
+from harness.experiment import matrix, scenario
 from harness.results import table as results
+from tests.emulated_scenarios import scenario_text
 
 BUSY_LOOP = "while True: pass"
 
@@ -65,6 +67,19 @@ def test_a_busy_process_outside_the_run_is_other_load_and_one_inside_is_not(monk
 def _span(cores, busy, tree, steal=0.0, threads=None, machine="m"):
     return machine_load.RankSpan(machine=machine, machine_cores=cores, machine_busy_cores=busy, steal_cores=steal,
                                  tree_cores=tree, load1=1.0, mhz=None, threads=threads)
+
+
+def test_an_emulated_cluster_samples_its_stretched_window_twenty_times_and_no_more(write_scenario):
+    """k = 128 stretches 2 steps of a V100's 0.193 s to 49.4 real seconds at least: a sample every 2.47 s
+    (WINDOW_SAMPLES = 20 in it), not 99 at SAMPLE_S; at k = 8 (3.1 s) SAMPLE_S stays the period."""
+    periods = {}
+    for k in (8, 128):
+        [spec] = matrix.expand(scenario.load(write_scenario(scenario_text(emulation=f"dilation = {k}"))))
+        periods[k] = telemetry.sample_period_s(spec)
+    assert periods == {8: telemetry.SAMPLE_S, 128: pytest.approx(2 * 0.193 * 128 / telemetry.WINDOW_SAMPLES, rel=0.02)}
+    plain = 'name = "plain"\n[matrix]\nframework = "torch_ddp"\nworkload = "resnet50"\n'
+    plain = matrix.expand(scenario.load(write_scenario(plain)))
+    assert {telemetry.sample_period_s(spec) for spec in plain} == {telemetry.SAMPLE_S}
 
 
 def test_busy_rules():

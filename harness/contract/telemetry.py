@@ -11,6 +11,11 @@ machine's CPU seconds from ``/proc/stat`` (psutil), the rank's own process tree'
 supervisor included, and on an emulated host its links' delay line), the load average and the CPU
 frequency where the kernel reports one, so that a row measured while other processes took the CPUs is
 marked (``machine_busy``).
+
+An emulated cluster's run (harness.contract.emulated_cluster) stretches its steps k times, so it samples less
+often (:func:`sample_period_s`): a sample walks the machine's process table (psutil finds a tree's children
+in every ``/proc`` entry), 16.6 ms of CPU with 194 processes, and 32 ranks sampling twice a real second took
+half of a 2-core machine, CPU the emulated cluster does not have.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ import psutil
 from harness.base import delay_line
 from harness.contract import machine_load
 
-SAMPLE_S = 0.5
+SAMPLE_S = 0.5  # seconds between samples, and the shortest period
+WINDOW_SAMPLES = 20  # an emulated cluster's run samples its shortest possible window at least this often
 # Row column -> (sample field, how ranks' samples are combined), in the window.
 SUMMARY = {
     "cpu_util_pct": ("cpu_percent", "mean"),  # % of one core per rank (200 = two cores busy)
@@ -41,6 +47,17 @@ SUMMARY = {
 
 def telemetry_path(out_dir: Path, rank: int) -> Path:
     return Path(out_dir) / f"telemetry-rank{rank}.jsonl"
+
+
+def sample_period_s(spec: Any) -> float:
+    """Seconds between a rank's samples: SAMPLE_S, or for an emulated cluster's run (dilation k above 1)
+    its shortest possible measured window in real seconds (every step at least the profiled compute, k
+    times) over WINDOW_SAMPLES, where that is longer. ``spec``: the rank's RunSpec (a CommSpec has none)."""
+    emulation = getattr(spec, "emulation", None) or {}
+    k = float(emulation.get("dilation") or 1.0)
+    if k <= 1.0:
+        return SAMPLE_S
+    return max(SAMPLE_S, spec.measured_steps * float(emulation["compute_s"]) * k / WINDOW_SAMPLES)
 
 
 class Sampler:

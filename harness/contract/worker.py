@@ -26,6 +26,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from harness.contract.events import EventWriter
 from harness.contract.lifetime import die_with_parent
@@ -110,29 +111,31 @@ def children_peak_rss_mb() -> float:
 def supervise(module_name: str, spec_file: str) -> int:
     """Run the worker as a child, record how it ended; returns the exit status to leave with."""
     die_with_parent()
-    _, out_dir = read_spec_file(spec_file)
+    spec, out_dir = read_spec_file(spec_file)
     rank = rank_from_env()
     _redirect_output(log_path(out_dir, rank))
     child = subprocess.Popen([sys.executable, "-m", "harness.contract.worker", CHILD_FLAG, module_name, spec_file],
                              env={**os.environ, **torch_variables(dict(os.environ))}, preexec_fn=die_with_parent)
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
-    returncode = _wait_sampling(child, out_dir, rank)
+    returncode = _wait_sampling(child, out_dir, rank, spec)
     events = EventWriter(out_dir, rank)
     events.emit("exit", time=time.time(), **exit_fields(returncode), peak_rss_mb=children_peak_rss_mb())
     events.close()
     return returncode if returncode >= 0 else 128 - returncode
 
 
-def _wait_sampling(child: subprocess.Popen, out_dir: Path, rank: int) -> int:
-    """Wait for the worker, sampling its telemetry meanwhile; returns its return code."""
+def _wait_sampling(child: subprocess.Popen, out_dir: Path, rank: int, spec: Any) -> int:
+    """Wait for the worker, sampling its telemetry meanwhile (telemetry.sample_period_s of the rank's ``spec``);
+    returns its return code."""
     from harness.contract import telemetry
 
+    period_s = telemetry.sample_period_s(spec)
     sampler = telemetry.Sampler(child.pid, int(os.environ.get("LOCAL_RANK", "0")))
     with open(telemetry.telemetry_path(out_dir, rank), "a", buffering=1) as out:
         while True:
             try:
-                return child.wait(timeout=telemetry.SAMPLE_S)
+                return child.wait(timeout=period_s)
             except subprocess.TimeoutExpired:
                 out.write(json.dumps(sampler.sample()) + "\n")
 
