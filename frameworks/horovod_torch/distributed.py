@@ -83,15 +83,16 @@ def scaled_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, 
     scaler.update()
 
 
-def emulated_exchange(optimizer: torch.optim.Optimizer) -> None:
+def emulated_exchange(optimizer: torch.optim.Optimizer, poll_s: float) -> None:
     """After an emulated backward: the averaged gradients in place, no update (an emulated accelerator's
-    update is inside its profiled time: frameworks/shared/pytorch/emulated_gradients.py)."""
-    wait_sleeping(optimizer)
+    update is inside its profiled time: frameworks/shared/pytorch/emulated_gradients.py); ``poll_s``: seconds
+    between polls of the pending allreduces (frameworks.shared.emulated_clock.wait_poll_s)."""
+    wait_sleeping(optimizer, poll_s)
     optimizer.synchronize()
     optimizer._synchronized = False  # what step() resets after its synchronize: the next backward is a new step
 
 
-def wait_sleeping(optimizer: torch.optim.Optimizer, interval_s: float = 2e-4) -> None:
+def wait_sleeping(optimizer: torch.optim.Optimizer, interval_s: float) -> None:
     """Wait for the DistributedOptimizer's outstanding allreduces by polling them between short sleeps.
 
     For emulated accelerators (device emulated, exchange gradients), whose ranks share this machine's few

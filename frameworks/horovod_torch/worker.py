@@ -99,6 +99,7 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
     # PyTorch DDP's batches: digits, real data through its input pipeline (this rank's share), or synthetic
     next_batch, meter, data = batch_source(spec, rank, world, device)
     scaler = numerics.grad_scaler(spec, device.type)  # float16 on a GPU: loss scaling; a no-op otherwise
+    poll_s = emulated_clock.wait_poll_s(spec.emulation) if emulated else 0.0
 
     def step() -> torch.Tensor:
         optimizer.zero_grad()  # Horovod's override takes no set_to_none; torch 2 sets to None by default
@@ -106,7 +107,7 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
             next_batch()
             loss = model()
             loss.backward()
-            emulated_exchange(optimizer)
+            emulated_exchange(optimizer, poll_s)
             model.update()  # the update's share of the step, after the last gradient
             return loss.detach()
         with numerics.autocast(spec, device.type):
