@@ -73,11 +73,13 @@ def test_a_scenario_resolves_the_cluster_and_the_hosts_get_their_links(write_sce
     assert spec.emulation["exchange"] == "gradients" and spec.emulation["dilation"] == 8.0
     assert (spec.emulation["intra_link"], spec.emulation["inter_link"]) == ("PCIe3", "10GbE")
     commands = hosts.shaping(spec, ("h0", "h1", "h2"), hosts.RemoteShell.NETNS, "eth0")
-    assert len(commands) == 6  # two hosts used, two interfaces and the delay line each
+    assert len(commands) == 8  # two hosts used, two interfaces, the delay line and TCP's settings each
     assert commands[0][:4] == ("ip", "netns", "exec", "h0") and "eth0" in commands[0] and "tbf" in commands[0]
     assert "lo" in commands[1] and f"{int(10e9 * 8 * 2 / 8)}bit" in commands[1]
     # each packet arriving at a host waits its link's latency x k: 10GbE's 25 us and PCIe3's 5 us, at k = 8
     assert commands[2][-4:] == ("harness.base.delay_line", "start", "eth0:0.000200000", "lo:0.000040000")
+    # TCP that does not pace at the dilated rate, in 10GbE's undilated 64 KiB packets (46 segments of 1,448 bytes)
+    assert commands[3][4:6] == ("sh", "-c") and "echo 46 > /proc/sys/net/ipv4/tcp_min_tso_segs" in commands[3][-1]
     auto = matrix.expand(scenario.load(write_scenario(scenario_text(emulation=""))))[0]
     assert auto.emulation["dilation_auto"] and auto.emulation["dilation"] >= 2
 
