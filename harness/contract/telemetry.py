@@ -15,8 +15,8 @@ marked (``machine_busy``).
 An emulated cluster's run (harness.contract.emulated_cluster) stretches its steps k times, so it samples less
 often (:func:`sample_period_s`): a sample walks the machine's process table (psutil finds a tree's children
 in every ``/proc`` entry: 16.6 ms of CPU with 194 processes during a 32-rank run, 4.9 ms with 258 on a quiet
-machine), and 32 ranks sampling twice a real second took up to half of a 2-core machine, CPU the emulated
-cluster does not have.
+machine): 32 ranks sampling twice a real second would take about half of a 2-core machine (16.6 ms x 64), CPU
+the emulated cluster does not have.
 """
 
 from __future__ import annotations
