@@ -129,6 +129,7 @@ class _Spec:
 
         self.workload, self.workload_options = Workload.RESNET50, WORKLOADS[Workload.RESNET50].options(Size(size))
         self.emulation = {"compute_s": compute_s, "dilation": dilation, "update_share": update_share}
+        self.seed = 0
 
 
 def test_the_layers_share_the_step_by_their_own_flops():
@@ -178,7 +179,7 @@ def test_each_gradient_arrives_when_its_layer_backward_would_end():
     torch = pytest.importorskip("torch")
     from frameworks.shared.pytorch import emulated_gradients
 
-    model = emulated_gradients.build(_Spec(compute_s=0.06, dilation=2.0))
+    model = emulated_gradients.build(_Spec(compute_s=0.06, dilation=2.0), 0)
     params = list(model.parameters())
     seen: dict[int, float] = {}
 
@@ -220,7 +221,7 @@ def test_the_update_share_waits_after_the_backward_instead_of_in_it():
     torch = pytest.importorskip("torch")
     from frameworks.shared.pytorch import emulated_gradients
 
-    model = emulated_gradients.build(_Spec(compute_s=0.1, dilation=2.0, update_share=0.5))
+    model = emulated_gradients.build(_Spec(compute_s=0.1, dilation=2.0, update_share=0.5), 0)
     start = time.perf_counter()
     model(torch.zeros(1)).backward()
     passes = time.perf_counter()
@@ -231,7 +232,7 @@ def test_the_update_share_waits_after_the_backward_instead_of_in_it():
     passes_s = model.clock.forward_clock.offsets[-1] + model.clock.backward_clock.offsets[-1]
     assert passes_s == pytest.approx(0.1) and model.clock.forward_clock.offsets[-1] == pytest.approx(0.1 / 3)
     assert model.clock.update_clock.offsets == [pytest.approx(0.1)]
-    plain = emulated_gradients.build(_Spec(compute_s=0.1, dilation=2.0))
+    plain = emulated_gradients.build(_Spec(compute_s=0.1, dilation=2.0), 0)
     start = time.perf_counter()
     plain.update()  # no share: returns at once
     assert time.perf_counter() - start < 0.05
@@ -255,6 +256,7 @@ def test_sixteen_emulated_gpus_on_four_hosts_exchange_real_gradients(four_hosts,
     assert row["status"] == "ok", row.get("reason")
     assert (row["world_size"], row["exchange"], row["dilation"]) == (16, "gradients", 16.0)
     assert (row["intra_link"], row["inter_link"]) == ("PCIe3", "10GbE")
+    assert row["step_variation"] == "h100-resnet50-fp32-contiguous"  # the V100 profile's lent spread
     # the step is at least the V100's profiled 0.193 s in the cluster's time, and the exchange adds to it
     assert row["step_time_p50_s"] >= 0.19 and row["throughput"] <= 16 * 64 / 0.19
     assert row["weights_consistent"]  # every rank's parameters alike at the end
@@ -424,6 +426,10 @@ def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monk
                           "emulation_saturated": n == 16} for n, tp in ((1, 330.0), (4, 1254.0), (8, 1188.0),
                                                                          (16, 2112.0))])
     lines = emulated.error_lines(batchai, rows, predicted_rows(batchai))
+    assert lines[0].startswith("Emulated (torch_ddp; steps exact) vs published")  # rows from before step_variation
+    varied = emulated.error_lines(batchai, rows.assign(step_variation="h100-resnet50-fp32-contiguous"),
+                                  predicted_rows(batchai))
+    assert varied[0].startswith("Emulated (torch_ddp; steps varied as h100-resnet50-fp32-contiguous) vs published")
     assert "95% vs 94% at 4 (+1.0 pp, k 32)" in lines[0] and "45% vs 45% at 8" in lines[0]
     assert "40% vs 40% at 16 (-0.1 pp, k 32, emulation saturated: not a prediction)" in lines[0]
     assert lines[1].startswith("Emulated cluster's mean absolute error: 0.") and "scaling model's on the same points" in lines[1]

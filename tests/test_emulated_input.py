@@ -98,16 +98,18 @@ def test_the_emulated_loader_hands_batches_over_when_pytorchs_dataloader_does(wo
 
 
 def test_the_emulated_loader_is_resolved_from_emulation_and_checked(write_scenario):
-    from frameworks.shared.emulated_clock import InputClock, LayerClock, StepClock
+    from frameworks.shared.emulated_clock import InputClock, LayerClock, StepClock, StepFactors
 
     given = 'dilation = 8\ninput_workers = 4\ninput_rate = 100.0'
     [spec] = matrix.expand(scenario.load(write_scenario(scenario_text(emulation=given))))
     assert (spec.emulation["input_workers"], spec.emulation["input_batch_s"]) == (4, pytest.approx(64 / 100))
     clock = InputClock.of(spec.emulation)
     assert (clock.workers, clock.batch_s) == (4, pytest.approx(8 * 0.64))  # a batch's time, dilated
-    assert LayerClock([1.0], spec.emulation).input is not None and StepClock(spec.emulation).input is not None
+    exact = StepFactors({}, 0, 0)
+    assert LayerClock([1.0], spec.emulation, exact).input is not None
+    assert StepClock(spec.emulation, exact).input is not None
     [plain] = matrix.expand(scenario.load(write_scenario(scenario_text())))
-    assert InputClock.of(plain.emulation) is None and StepClock(plain.emulation).input is None
+    assert InputClock.of(plain.emulation) is None and StepClock(plain.emulation, exact).input is None
     with pytest.raises(UserError, match=r"\[emulation\] input_rate: missing"):
         scenario.load(write_scenario(scenario_text(emulation="input_workers = 4")))
     with pytest.raises(UserError, match=r"\[emulation\] input_workers: .*storage local .*synthetic only"):

@@ -55,6 +55,7 @@ GROUPS = {
     "cluster": "exchange intra_link inter_link dilation emulation_late_s emulation_saturated",
     "exchange_apart": "exchange_s exchange_cpu_busy",
     "emulated_input": "input_workers input_rate",
+    "step_variation": "step_variation",
 }
 _MAIN = "strategy network telemetry precision storage layout"
 SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table has beyond FIRST)
@@ -84,6 +85,8 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
                    "partitions mlperf mfu busy cluster exchange_apart"),
     (5, "after-b5f7ae4", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
                          "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input"),
+    (5, "after-146ccf9", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
+                         "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation"),
 ]
 
 

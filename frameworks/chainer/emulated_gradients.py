@@ -24,7 +24,7 @@ import numpy as np
 from frameworks.chainer.emulated_device import batch_source, start
 from frameworks.chainer.models import build_model, parameter_count
 from frameworks.chainer.training import weights_checksum
-from frameworks.shared.emulated_clock import GRADIENT_VALUE, StepClock, Watch
+from frameworks.shared.emulated_clock import GRADIENT_VALUE, StepClock, StepFactors, Watch
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
@@ -50,7 +50,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
             param.grad.fill(mine)
 
     next_batch, pipeline, meter = batch_source(spec, rank, world)
-    clock = StepClock(spec.emulation)
+    clock = StepClock(spec.emulation, StepFactors(spec.emulation, spec.seed, rank))
 
     def step() -> float:
         next_batch()  # the loader's work is real; the batch feeds no math

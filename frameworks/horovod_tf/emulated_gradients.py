@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from frameworks.horovod_tf.distributed import COMPRESSION, barrier
-from frameworks.shared.emulated_clock import GRADIENT_VALUE, LayerClock
+from frameworks.shared.emulated_clock import GRADIENT_VALUE, LayerClock, StepFactors
 from frameworks.shared.keras import emulated_device, input_pipeline, training
 from harness.contract import model_flops
 from harness.contract.events import EventWriter
@@ -91,7 +91,8 @@ def main(spec: RunSpec, events: EventWriter, rank: int, world: int) -> None:
     model = training.build_model(spec.workload, spec.workload_options)
     hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)  # rank 0's weights, as in training
     variables = model.trainable_variables
-    clock = LayerClock(variable_shares(spec, variables), spec.emulation)
+    clock = LayerClock(variable_shares(spec, variables), spec.emulation,
+                       StepFactors(spec.emulation, spec.seed, rank))
     value = (rank + 1) * GRADIENT_VALUE
     passes_and_exchange = timed_step(variables, clock, value, COMPRESSION[spec.strategy])
     feed = input_pipeline.Feed(spec, rank, world)

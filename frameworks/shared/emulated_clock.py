@@ -19,6 +19,7 @@ schedule (``late_s``: this machine's CPU was short) is counted.
 from __future__ import annotations
 
 import math
+import random
 import time
 from typing import Any, Callable, Mapping, Protocol, TypeVar
 
@@ -33,30 +34,47 @@ FORWARD_SHARE = 1 / 3  # of a training step's compute: the backward takes twice 
 
 
 class Schedule:
-    """Deadlines of one pass (s from its start, dilated) and the time the pass ran behind them."""
+    """Deadlines of one pass (s from its start, dilated, x the step's factor) and the time the pass ran
+    behind them."""
 
     def __init__(self, offsets: list[float]):
         self.offsets = offsets
         self.start = 0.0
+        self.factor = 1.0
         self.late_s = 0.0
 
-    def begin(self) -> None:
-        self.start = time.perf_counter()
+    def begin(self, factor: float = 1.0) -> None:
+        """The pass starts now; ``factor``: this step's multiple of the profiled time (StepFactors)."""
+        self.start, self.factor = time.perf_counter(), factor
 
     def wait(self, index: int) -> None:
         """Sleep until deadline ``index`` (none when already past it: counted as late at the pass's end)."""
-        remaining = self.start + self.offsets[index] - time.perf_counter()
+        remaining = self.start + self.offsets[index] * self.factor - time.perf_counter()
         if remaining > 0:
             time.sleep(remaining)
         elif index == len(self.offsets) - 1:
             self.late_s -= remaining  # behind at the pass's end: what the CPU could not keep up with
 
-    def run(self, during: Callable[[], None] = lambda: None) -> None:
+    def run(self, during: Callable[[], None] = lambda: None, factor: float = 1.0) -> None:
         """The whole pass at once: begin, ``during`` (work the pass's time includes), then wait for its
         last deadline."""
-        self.begin()
+        self.begin(factor)
         during()
         self.wait(len(self.offsets) - 1)
+
+
+class StepFactors:
+    """Each step's multiple of the profiled time on one rank: drawn from the profile's measured variation
+    (``step_factors`` of the run's ``emulation`` mapping, mean 1; harness.contract.accelerators), each rank
+    its own sequence from the run's seed, so that ranks straggle independently and a run repeats its draws.
+    Without a variation every step is 1."""
+
+    def __init__(self, emulation: Mapping[str, Any], seed: int, rank: int):
+        self.factors = [float(f) for f in emulation.get("step_factors") or (1.0,)]
+        self.random = random.Random(f"{seed}/{rank}")
+
+    def draw(self) -> float:
+        return self.random.choice(self.factors) if len(self.factors) > 1 else self.factors[0]
 
 
 def cumulative(durations: list[float]) -> list[float]:
@@ -131,29 +149,32 @@ class LayerClock:
     sleeps its share after the exchange (:meth:`update`). ``shares``: each layer's part of the step (they
     sum to 1), forward FORWARD_SHARE of it and backward the rest."""
 
-    def __init__(self, shares: list[float], emulation: Mapping[str, Any]):
+    def __init__(self, shares: list[float], emulation: Mapping[str, Any], factors: StepFactors):
         passes, update = dilated_parts(emulation)
         self.forward_clock = Schedule(cumulative([s * passes * FORWARD_SHARE for s in shares]))
         self.backward_clock = Schedule(cumulative([s * passes * (1 - FORWARD_SHARE) for s in reversed(shares)]))
         self.update_clock = Schedule([update])
         self.input = InputClock.of(emulation)
+        self.factors, self.factor, self.factor_sum = factors, 1.0, 0.0
 
     def start(self) -> None:
-        """The step's forward begins, once the emulated host's loader has the batch."""
+        """The step's forward begins, once the emulated host's loader has the batch; the step's factor is drawn."""
         if self.input is not None:
             self.input.next()
-        self.forward_clock.begin()
+        self.factor = self.factors.draw()
+        self.factor_sum += self.factor
+        self.forward_clock.begin(self.factor)
 
     def forward(self, index: int) -> None:
         self.forward_clock.wait(index)
 
     def backward(self, position: int) -> None:
         if position == 0:
-            self.backward_clock.begin()
+            self.backward_clock.begin(self.factor)
         self.backward_clock.wait(position)
 
     def update(self) -> None:
-        self.update_clock.run()
+        self.update_clock.run(factor=self.factor)
 
     @property
     def late_s(self) -> float:
@@ -198,19 +219,22 @@ class StepClock:
     where the CPU was busy through it, this machine's copies and reductions, not the dilated links, set
     its time (``exchange_cpu_busy``), which the time over the whole window, mostly sleeps, would hide."""
 
-    def __init__(self, emulation: Mapping[str, Any]):
+    def __init__(self, emulation: Mapping[str, Any], factors: StepFactors):
         passes, update = dilated_parts(emulation)
         self.passes_clock, self.update_clock = Schedule([passes]), Schedule([update])
         self.exchange_s = 0.0  # the exchanges' wall time so far (s, dilated)
         self.exchange_cpu = [0.0, 0.0]  # the machine's busy and total CPU seconds over them
         self.input = InputClock.of(emulation)
+        self.factors, self.factor, self.factor_sum = factors, 1.0, 0.0
 
     def passes(self, during: Callable[[], None] = lambda: None) -> None:
-        """The forward and backward, once the emulated host's loader has the batch; ``during``: making the
-        gradients, inside their time as on a GPU."""
+        """The forward and backward, once the emulated host's loader has the batch (the step's factor drawn);
+        ``during``: making the gradients, inside their time as on a GPU."""
         if self.input is not None:
             self.input.next()
-        self.passes_clock.run(during)
+        self.factor = self.factors.draw()
+        self.factor_sum += self.factor
+        self.passes_clock.run(during, self.factor)
 
     def exchange(self, run: Callable[[], T]) -> T:
         before, start = psutil.cpu_times(), time.perf_counter()
@@ -222,7 +246,7 @@ class StepClock:
         return result
 
     def update(self) -> None:
-        self.update_clock.run()
+        self.update_clock.run(factor=self.factor)
 
     @property
     def late_s(self) -> float:
@@ -234,6 +258,7 @@ class StepClock:
 
 class Clocked(Protocol):
     late_s: float  # seconds (dilated) the rank's sleeps ran behind their deadlines so far
+    factor_sum: float  # the steps' factors so far (StepFactors): the profiled steps the sleeps aimed at
     input: InputClock | None  # the emulated host's loader, if the run has one
 
 
@@ -245,6 +270,7 @@ class Watch:
         self.spec, self.clock = spec, clock
         self.cpu = CpuWindow()
         self.late_at_window = 0.0
+        self.factors_at_window = 0.0
         self.input_at_window = 0.0
         self.exchange_at_window = (0.0, 0.0, 0.0)
         if spec.warmup_steps == 0:
@@ -254,6 +280,7 @@ class Watch:
         if done == self.spec.warmup_steps:
             self.cpu.begin()
             self.late_at_window = self.clock.late_s
+            self.factors_at_window = self.clock.factor_sum
             self.input_at_window = self._input_wait_s()
             if isinstance(self.clock, StepClock):
                 self.exchange_at_window = self.clock.exchange_state()
@@ -281,8 +308,11 @@ class Watch:
         if emulation.get("input_workers"):  # the window's share spent waiting for the emulated host's batches
             apart.update(input_workers=emulation["input_workers"], input_rate=emulation["input_rate"],
                          input_stall=(self._input_wait_s() - self.input_at_window) / window["seconds"])
-        events.emit("emulation", accelerator=emulation["accelerator"], compute_s=compute_s,
-                    slept_s=compute_s * steps - late / k, late_s=late, dilation=k, exchange=emulation["exchange"],
+        # the profiled time the window's sleeps aimed at (s, undilated): the steps' factors x the profile's
+        planned = compute_s * (self.clock.factor_sum - self.factors_at_window)
+        events.emit("emulation", accelerator=emulation["accelerator"], compute_s=compute_s, planned_s=planned,
+                    slept_s=planned - late / k, late_s=late, dilation=k, exchange=emulation["exchange"],
+                    step_variation=emulation.get("step_variation"),
                     intra_link=emulation["intra_link"], inter_link=emulation["inter_link"],
                     au=compute_s * k * steps / window["seconds"], au_threshold=emulation["au_threshold"],
                     step=emulation["step"], source=emulation["source"], **self.cpu.end(window["seconds"], 0),

@@ -20,7 +20,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from frameworks.shared.emulated_clock import GRADIENT_VALUE, StepClock
+from frameworks.shared.emulated_clock import GRADIENT_VALUE, StepClock, StepFactors
 from frameworks.shared.keras import emulated_device, input_pipeline, training
 from frameworks.tf_mwms.emulated_device import start
 from frameworks.tf_mwms.mirrored import make_barrier
@@ -55,7 +55,8 @@ def main(spec: RunSpec, events: EventWriter, rank: int, world: int) -> None:
         keras.utils.set_random_seed(spec.seed)
         model = training.build_model(spec.workload, spec.workload_options)
     variables = model.trainable_variables
-    exchange, clock = make_exchange(strategy, variables), StepClock(spec.emulation)
+    exchange = make_exchange(strategy, variables)
+    clock = StepClock(spec.emulation, StepFactors(spec.emulation, spec.seed, rank))
     feed = input_pipeline.Feed(spec, rank, world)  # after the strategy, which must precede TensorFlow's first op
     barrier = make_barrier(strategy, world)
 

@@ -82,7 +82,7 @@ def _start_emulated(spec: RunSpec, events: EventWriter) -> Rank:
     events.hello(world, "emulated", runtime.versions(), backend="gloo", torch_threads=torch.get_num_threads(),
                  **emulation.hello_facts(spec))
     torch.manual_seed(spec.seed)
-    return Rank(rank, world, torch.device("cpu"), emulated_gradients.build(spec))
+    return Rank(rank, world, torch.device("cpu"), emulated_gradients.build(spec, rank))
 
 
 def compile_first_step(events: EventWriter, step: Callable[[], torch.Tensor], sync: Callable[[], None]) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from harness.base.errors import UserError
 from harness.contract import emulated_cluster, model_flops
 from harness.contract.axes import Precision, Size, Workload
-from harness.contract.emulated_cluster import Exchange
+from harness.contract.emulated_cluster import Exchange, StepVariation
 from harness.contract.workloads import WORKLOADS
 
 PROFILES_FILE = Path(__file__).with_name("accelerators.toml")
@@ -40,6 +40,21 @@ class Profile:
     precision: Precision
     compute_s: float
     source: str
+    variation: str = ""  # a [[variation]] of accelerators.toml: a real GPU's measured steps; "": steps exactly
+
+
+@dataclass(frozen=True)
+class Variation:
+    """A real GPU's measured step times (seconds, in order), whose spread an emulated cluster's steps draw."""
+
+    name: str
+    step_s: tuple[float, ...]
+    source: str
+
+    def factors(self) -> list[float]:
+        """Each measured step / their mean: what an emulated step's profiled time is multiplied by."""
+        mean = sum(self.step_s) / len(self.step_s)
+        return [s / mean for s in self.step_s]
 
 
 @dataclass(frozen=True)
@@ -66,13 +81,45 @@ class EmulationOptions:
     # over its loader workers) at the load you will run it under: a busier host decodes slower per worker
     input_workers: int = field(default=0, metadata={"min": 0, "max": 256})
     input_rate: float = field(default=0.0, metadata={"min": 0.0})
+    # measured: each emulated GPU's step varies as the profile's [[variation]] (a real GPU's measured steps) did,
+    # drawn per rank and step, so that a synchronous step waits for its slowest rank; none: every step exactly
+    # the profile's time (a profile without a variation steps exactly either way)
+    step_variation: StepVariation = StepVariation.MEASURED
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> tuple[list[Profile], dict[str, float]]:
     doc = tomllib.loads(path.read_text())
     profiles = [Profile(p["accelerator"], Workload(p["workload"]), Size(p["size"]), int(p["batch"]),
-                        Precision(p["precision"]), float(p["compute_s"]), p["source"]) for p in doc["profile"]]
+                        Precision(p["precision"]), float(p["compute_s"]), p["source"], p.get("variation", ""))
+                for p in doc["profile"]]
+    known = load_variations(path)
+    for p in profiles:
+        if p.variation and p.variation not in known:
+            raise UserError(f"{path.name}: profile {p.accelerator}/{p.workload.value}/{p.precision.value} names "
+                            f"variation {p.variation!r}, which no [[variation]] there is")
     return profiles, {k: float(v) for k, v in doc["thresholds"].items()}
+
+
+def load_variations(path: Path = PROFILES_FILE) -> dict[str, Variation]:
+    """The ``[[variation]]`` tables of ``path`` by name; each needs two positive step times or more."""
+    out = {}
+    for v in tomllib.loads(path.read_text()).get("variation", []):
+        steps = tuple(float(s) for s in v["step_s"])
+        if len(steps) < 2 or min(steps) <= 0:
+            raise UserError(f"{path.name}: variation {v['name']!r}: step_s needs two positive step times or more")
+        out[v["name"]] = Variation(v["name"], steps, v["source"])
+    return out
+
+
+def nearest(accelerator: str, workload: Workload, batch: int, precision: Precision,
+            profiles: list[Profile]) -> Profile:
+    """The profile of the same accelerator, workload and precision at the batch nearest ``batch``."""
+    same = [p for p in profiles if p.accelerator == accelerator and p.workload == workload and p.precision == precision]
+    if not same:
+        known = sorted({f"{p.accelerator}/{p.workload.value}/{p.precision.value}" for p in profiles})
+        raise UserError(f"emulation: no profile for accelerator {accelerator!r}, {workload.value}, "
+                        f"{precision.value} (known: {', '.join(known)}; harness/contract/accelerators.toml)")
+    return min(same, key=lambda p: abs(p.batch - batch))
 
 
 def lookup(accelerator: str, workload: Workload, batch: int, precision: Precision,
@@ -83,12 +130,7 @@ def lookup(accelerator: str, workload: Workload, batch: int, precision: Precisio
     one at the nearest batch, scaled linearly per sample (said in the source: an approximation, a
     GPU's step time is not linear in batch at small batches). The profile's model size is the full
     model's, whatever size the loader's crops are."""
-    same = [p for p in profiles if p.accelerator == accelerator and p.workload == workload and p.precision == precision]
-    if not same:
-        known = sorted({f"{p.accelerator}/{p.workload.value}/{p.precision.value}" for p in profiles})
-        raise UserError(f"emulation: no profile for accelerator {accelerator!r}, {workload.value}, "
-                        f"{precision.value} (known: {', '.join(known)}; harness/contract/accelerators.toml)")
-    best = min(same, key=lambda p: abs(p.batch - batch))
+    best = nearest(accelerator, workload, batch, precision, profiles)
     if best.batch == batch:
         return best.compute_s, best.source
     return (best.compute_s * batch / best.batch,
@@ -118,11 +160,23 @@ def resolve(options: EmulationOptions, workload: Workload, batch: int, precision
         resolved.update(_cluster(options, workload, size, nodes, procs_per_node, resolved["compute_s"],
                                  exchange_cpu_cost))
         resolved.update(_input(options, batch))
+        if options.step_variation == StepVariation.MEASURED and options.accelerator and not options.compute_s:
+            resolved.update(_variation(nearest(options.accelerator, workload, batch, precision, profiles)))
     elif any((options.intra_link, options.inter_link, options.dilation, options.update_share, options.input_workers,
              options.input_rate)):
         raise UserError('emulation: links, dilation, update_share and input_workers need exchange = "gradients" '
                         '(a barrier carries no bytes; its ranks read through their real loaders)')
     return resolved
+
+
+def _variation(profile: Profile) -> dict[str, Any]:
+    """The emulated cluster's step variation: the profile's [[variation]] as factors (mean 1) and its name;
+    empty for a profile without one. Under MLPerf Storage's barrier every step is the profile's, as its
+    rules have it."""
+    if not profile.variation:
+        return {}
+    variation = load_variations()[profile.variation]
+    return {"step_variation": variation.name, "step_factors": variation.factors()}
 
 
 def _input(options: EmulationOptions, batch: int) -> dict[str, Any]:

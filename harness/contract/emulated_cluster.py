@@ -56,6 +56,13 @@ class Exchange(str, Enum):
     GRADIENTS = "gradients"  # the model's parameters, real gradients through the framework's own machinery
 
 
+class StepVariation(str, Enum):
+    """Whether an emulated cluster's steps vary as a real GPU's were measured to (accelerators.toml)."""
+
+    MEASURED = "measured"  # each rank's step: the profile's time x a measured step / their mean, drawn each step
+    NONE = "none"  # every step exactly the profile's time
+
+
 @dataclass(frozen=True)
 class Link:
     """One named link of interconnects.toml: effective bandwidth each direction (bytes/s) and latency (s)."""

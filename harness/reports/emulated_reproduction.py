@@ -159,7 +159,10 @@ def error_lines(ref: Reference, rows: pd.DataFrame, predicted: pd.DataFrame) -> 
             model += [abs(float(same["error_pp"].iloc[0]))] if len(same) else []
         if parts:
             ran = ", ".join(sorted(set(ok["framework"])))
-            lines.append(f"Emulated ({ran}) vs published ({run.series}, {run.framework}): " + "; ".join(parts) + ".")
+            varied = sorted(set(ok["step_variation"].dropna())) if "step_variation" in ok else []
+            steps = f"; steps varied as {', '.join(varied)}" if varied else "; steps exact"
+            lines.append(f"Emulated ({ran}{steps}) vs published ({run.series}, {run.framework}): "
+                         + "; ".join(parts) + ".")
             lines.append(f"Emulated cluster's mean absolute error: {sum(map(abs, errors)) / len(errors):.1f} pp over "
                          f"{len(errors)} point(s); the scaling model's on the same points: "
                          + (f"{sum(model) / len(model):.1f} pp." if len(model) == len(errors) else "not predicted."))

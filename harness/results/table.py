@@ -31,7 +31,7 @@ SCHEMA_VERSION = 5  # 2: emulated accelerators (accelerator ... loader_cpu_bound
 # 4: what else ran on the machine (other_cpu_share, load_avg, steal_share, cpu_mhz, machine_busy, busy_note)
 # 5: the emulated cluster (exchange, intra_link, inter_link, dilation, emulation_late_s, emulation_saturated);
 # added within 5: exchange_s, exchange_cpu_busy (the exchange of the frameworks that run it after the backward),
-# input_workers, input_rate (the emulated host's loader)
+# input_workers, input_rate (the emulated host's loader), step_variation (the emulated steps' measured spread)
 READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older tables read back with the new columns empty (machine_busy: unknown)
 
 # Column -> pandas dtype. Order is the order in files.
@@ -149,6 +149,7 @@ COLUMNS: dict[str, str] = {
     "intra_link": "string",  # the emulated link between GPUs of a host (harness/contract/interconnects.toml)
     "inter_link": "string",  # the emulated network card of each host
     "dilation": "Float64",  # time dilation k: measured seconds were divided by it (throughput x k)
+    "step_variation": "string",  # the measured spread the emulated GPUs' steps drew from; empty: exact steps
     "emulation_late_s": "Float64",  # how far behind its profiled schedule the emulated compute ran, worst rank (s, dilated)
     "emulation_saturated": "boolean",  # this machine's CPU, not the emulated cluster, limited the step (host_cpu_busy
     #                                    or exchange_cpu_busy)

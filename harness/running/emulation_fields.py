@@ -36,7 +36,7 @@ def emulation_fields(ranks: list[RankRecord]) -> dict[str, Any]:
     return {
         "accelerator": first["accelerator"], "compute_s": first["compute_s"], "compute_source": first["source"],
         "emulated_step": first["step"],
-        "compute_error_frac": max(abs(e["slept_s"] / steps - e["compute_s"]) / e["compute_s"] for e in reported),
+        "compute_error_frac": max(_sleep_error(e, steps) for e in reported),
         "au": au, "au_threshold": first["au_threshold"], "au_ok": au >= first["au_threshold"],
         "host_cpu_busy": host, "loader_busy": loader,
         "loader_cpu_bound": bool(au < first["au_threshold"] and input_bound and saturated),
@@ -66,11 +66,19 @@ def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
         loader = {"input_workers": reported[0]["input_workers"], "input_rate": reported[0]["input_rate"],
                   "data_stall_frac": _most(reported, "input_stall")}
     return {**loader, "exchange": emulated_cluster.Exchange.GRADIENTS.value, "dilation": k,
+            "step_variation": reported[0].get("step_variation"),
             "intra_link": reported[0]["intra_link"] or None, "inter_link": reported[0]["inter_link"] or None,
             "emulation_late_s": max(e["late_s"] for e in reported) / k,
             "exchange_s": exchange_s / k if exchange_s is not None else None, "exchange_cpu_busy": exchange_busy,
             "emulation_saturated": bool((busy is not None and busy >= emulated_cluster.SATURATED_CPU)
                                         or cpu_bound_exchange)}
+
+
+def _sleep_error(emulation: dict[str, Any], steps: int) -> float:
+    """How far a rank's sleeps were from what they aimed at, as a fraction of it: the window's profiled
+    time x its steps' factors (``planned_s``, an emulated cluster's; without it the profile's x the steps)."""
+    planned = emulation.get("planned_s") or emulation["compute_s"] * steps
+    return abs(emulation["slept_s"] - planned) / planned
 
 
 def _most(reported: list[dict[str, Any]], key: str) -> float | None:

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from frameworks.shared.emulated_clock import GRADIENT_VALUE, InputClock, LayerClock
+from frameworks.shared.emulated_clock import GRADIENT_VALUE, InputClock, LayerClock, StepFactors
 from frameworks.shared.pytorch.training import build_model, loss_of
 from harness.contract import emulated_cluster
 from harness.contract.equivalence import fixed_batch
@@ -43,11 +43,11 @@ class EmulatedModel(nn.Module):
     parameter's gradient at its layer's time. ``model`` stays a submodule, so parameter names, order and
     buffers are the real model's (DDP broadcasts the buffers, a checkpoint holds the real state)."""
 
-    def __init__(self, model: nn.Module, shares: list[float], emulation: Mapping[str, object]):
+    def __init__(self, model: nn.Module, shares: list[float], emulation: Mapping[str, object], factors: StepFactors):
         super().__init__()
         self.model = model
         self.groups = [list(m.parameters(recurse=False)) for m in _owners(model)]
-        self.clock = LayerClock(shares, emulation)
+        self.clock = LayerClock(shares, emulation, factors)
         self.carry = torch.zeros(())
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
@@ -65,6 +65,10 @@ class EmulatedModel(nn.Module):
     @property
     def late_s(self) -> float:
         return self.clock.late_s
+
+    @property
+    def factor_sum(self) -> float:
+        return self.clock.factor_sum
 
     @property
     def input(self) -> InputClock | None:
@@ -125,10 +129,10 @@ def _counter_name(model: nn.Module, name: str) -> str:
     return f"{root}.{name}" if name else root
 
 
-def build(spec: RunSpec) -> EmulatedModel:
-    """The rank's emulated model: the real one (the seed's weights) with its layers' shares of the step."""
+def build(spec: RunSpec, rank: int) -> EmulatedModel:
+    """Rank ``rank``'s emulated model: the real one (the seed's weights) with its layers' shares of the step."""
     model = build_model(spec.workload, dict(spec.workload_options))
-    return EmulatedModel(model, layer_shares(spec), spec.emulation)
+    return EmulatedModel(model, layer_shares(spec), spec.emulation, StepFactors(spec.emulation, spec.seed, rank))
 
 
 def applies(spec: RunSpec) -> bool:

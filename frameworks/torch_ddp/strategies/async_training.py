@@ -147,7 +147,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
             dist.destroy_process_group()
             return
     torch.manual_seed(spec.seed)
-    model = emulated_gradients.build(spec) if emulated else build_model(spec.workload, dict(spec.workload_options))
+    model = emulated_gradients.build(spec, rank) if emulated else build_model(spec.workload, dict(spec.workload_options))
     next_batch, meter, data = batch_source(spec, rank, world, torch.device("cpu"))
     shared = None
     if spec.strategy in PARAMETER_SERVERS:
