@@ -2,6 +2,7 @@
 (harness/contract/emulated_cluster.py, frameworks/shared/pytorch/emulated_gradients.py)."""
 
 import dataclasses
+import json
 import shutil
 import sys
 import time
@@ -434,3 +435,11 @@ def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monk
     assert "40% vs 40% at 16 (-0.1 pp, k 32, emulation saturated: not a prediction)" in lines[0]
     assert lines[1].startswith("Emulated cluster's mean absolute error: 0.") and "scaling model's on the same points" in lines[1]
     assert emulated.error_lines(batchai, rows.assign(device="cpu"), predicted_rows(batchai)) == []
+    # with the runs' steps, each point's efficiency carries the 95% interval of resampling them
+    steps = {1: [0.19, 0.2, 0.21, 0.2], 4: [0.2, 0.21, 0.22, 0.21], 8: [0.4, 0.45, 0.44, 0.41], 16: [0.5] * 4}
+    timed = rows.assign(step_times_s=[json.dumps(steps[n]) for n in rows["world_size"]])
+    with_spread = emulated.error_lines(batchai, timed, predicted_rows(batchai))
+    low, high = emulated.efficiency_interval(timed, 1, 8)
+    assert 0.2 / 0.45 <= low < 0.2 / 0.425 < high <= 0.2 / 0.4  # the mean steps' ratio, resampled
+    assert f"45% ({low:.0%}-{high:.0%}) vs 45% at 8" in with_spread[0] and "95% intervals" in with_spread[1]
+    assert emulated.efficiency_interval(rows, 1, 8) is None  # no steps kept: no interval shown

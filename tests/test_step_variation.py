@@ -97,3 +97,43 @@ def test_the_rows_sleep_error_is_against_the_varied_steps_it_aimed_at():
     varied = {"compute_s": 0.1, "planned_s": 0.25, "slept_s": 0.25}
     assert emulation_fields._sleep_error(varied, steps=2) == 0.0
     assert emulation_fields._sleep_error({"compute_s": 0.1, "slept_s": 0.22}, steps=2) == pytest.approx(0.1)
+
+
+LOCAL = """
+name = "varied"
+[settings]
+device = "emulated"
+warmup_steps = 1
+measured_steps = 12
+repeats = 1
+timeout_s = 300
+[emulation]
+accelerator = "a100"
+exchange = "gradients"
+dilation = 1
+[matrix]
+framework = "torch_ddp"
+workload = "resnet50"
+size = "tiny"
+precision = "amp_fp16"
+batch_per_worker = 256
+procs_per_node = 2
+"""
+
+
+def test_two_emulated_a100s_on_one_host_wait_for_the_slower_each_step(write_scenario, tmp_path):
+    """Two emulated A100s (AMP, the H100's channels-last spread) on this machine without links, 12 steps:
+    an emulated rank has no loss, so no convergence guard judges it (it did, past 10 steps); the row says
+    which spread the steps drew from, the sleeps kept to what they aimed at, and no step was shorter than
+    the profile's shortest draw."""
+    pytest.importorskip("torch")
+    import json
+
+    from harness.running.runner import run_sweep
+
+    [row] = run_sweep(scenario.load(write_scenario(LOCAL)), tmp_path / "results")
+    assert row["status"] == "ok", row.get("reason")
+    assert row["step_variation"] == "h100-resnet50-amp-channels-last" and row["compute_error_frac"] < 0.05
+    factors = accelerators.load_variations()["h100-resnet50-amp-channels-last"].factors()
+    steps = json.loads(row["step_times_s"])
+    assert len(steps) == 12 and min(steps) >= 0.1036 * min(factors) * 0.99

@@ -52,17 +52,16 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     next_batch, pipeline, meter = batch_source(spec, rank, world)
     clock = StepClock(spec.emulation, StepFactors(spec.emulation, spec.seed, rank))
 
-    def step() -> float:
+    def step() -> None:  # no loss: no forward math
         next_batch()  # the loader's work is real; the batch feeds no math
         clock.passes(make_gradients)
         clock.exchange(lambda: comm.multi_node_mean_grad(model))
         clock.update()
-        return 0.0  # no loss: no forward math
 
     watch = Watch(spec, clock)
     window = run_measured_loop(step, sync=lambda: None, barrier=comm.mpi_comm.Barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
-                               events=events,
+                               events=events, loss_value=None,
                                between_steps=watch.around(meter.between_steps(spec.warmup_steps) if meter
                                                           else lambda done: None))
     mean, expected = float(params[0].grad.flat[0]), (world + 1) / 2 * GRADIENT_VALUE

@@ -89,7 +89,8 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
     """Build, broadcast and wrap the model, run the measured loop on ``device``, and record its end."""
     torch.manual_seed(spec.seed)
     emulated = spec.device == Device.EMULATED  # real gradients at the profiled times, no math
-    model = emulated_gradients.build(spec, rank) if emulated else build_model(spec.workload, dict(spec.workload_options)).to(device)
+    model = (emulated_gradients.build(spec, rank) if emulated
+             else build_model(spec.workload, dict(spec.workload_options)).to(device))
     optimizer = make_optimizer(spec, model)
     broadcast_from_root(model, optimizer)  # before channels-last: Horovod broadcasts contiguous tensors only
     numerics.to_memory_format(spec, model)  # in place: the optimizer keeps the same parameters
@@ -122,7 +123,7 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
                                measured_steps=spec.measured_steps,
                                samples_per_step=samples_per_step(spec.workload, spec.workload_options,
                                                                  spec.batch_per_worker),
-                               events=events, loss_value=lambda t: float(t.item()),
+                               events=events, loss_value=None if emulated else (lambda t: float(t.item())),
                                between_steps=watch.around(ledger.between_steps) if watch else ledger.between_steps,
                                device_memory=device_memory(device.type))
     ledger.after_window(window, dense)  # bytes: what the compressor handed to allreduce

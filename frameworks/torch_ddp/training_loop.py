@@ -122,7 +122,7 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
         timing.between_steps(done)
     window = run_measured_loop(step, sync=started.sync, barrier=dist.barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps, samples_per_step=samples,
-                               events=events, loss_value=lambda t: float(t.item()),
+                               events=events, loss_value=None if emulated else (lambda t: float(t.item())),
                                between_steps=watch.around(between_steps) if watch else between_steps,
                                device_memory=runtime.device_memory(device.type))
     ledger.after_window(window, strategy.dense_bytes_per_step)

@@ -12,8 +12,10 @@ skipped row saying so (each rank holds the model's parameters, gradients and the
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 import psutil
 
@@ -27,6 +29,7 @@ from harness.contract.workloads import WORKLOADS
 from harness.experiment import scenario
 from harness.reports.published import points, published_document
 from harness.reports.reference import Reference
+from harness.results import metrics
 
 RANK_BYTES_PER_GRADIENT_BYTE = 3  # parameters, gradients, DDP's buckets or Horovod's fusion buffer
 # of the memory available now that the emulated ranks may take together; the rest is the harness's, the
@@ -147,13 +150,16 @@ def error_lines(ref: Reference, rows: pd.DataFrame, predicted: pd.DataFrame) -> 
         if first not in by.index:
             continue
         base = by.loc[first, "tp"] / first
-        parts, errors, model = [], [], []
+        parts, errors, model, intervals = [], [], [], 0
         for n, published in zip(series[run.series].gpus[1:], series[run.series].efficiencies()[1:]):
             if n not in by.index:
                 continue
             eff = by.loc[n, "tp"] / (n * base)
             errors.append((eff - published) * 100)
-            parts.append(f"{eff:.0%} vs {published:.0%} at {n} ({errors[-1]:+.1f} pp, k {by.loc[n, 'k']:g}"
+            interval = efficiency_interval(ok, first, n)
+            intervals += interval is not None
+            spread = f" ({interval[0]:.0%}-{interval[1]:.0%})" if interval else ""
+            parts.append(f"{eff:.0%}{spread} vs {published:.0%} at {n} ({errors[-1]:+.1f} pp, k {by.loc[n, 'k']:g}"
                          f"{', emulation saturated: not a prediction' if by.loc[n, 'saturated'] else ''})")
             same = predicted[(predicted["series"] == run.series) & (predicted["workers"] == n)] if len(predicted) else []
             model += [abs(float(same["error_pp"].iloc[0]))] if len(same) else []
@@ -165,5 +171,23 @@ def error_lines(ref: Reference, rows: pd.DataFrame, predicted: pd.DataFrame) -> 
                          + "; ".join(parts) + ".")
             lines.append(f"Emulated cluster's mean absolute error: {sum(map(abs, errors)) / len(errors):.1f} pp over "
                          f"{len(errors)} point(s); the scaling model's on the same points: "
-                         + (f"{sum(model) / len(model):.1f} pp." if len(model) == len(errors) else "not predicted."))
+                         + (f"{sum(model) / len(model):.1f} pp." if len(model) == len(errors) else "not predicted.")
+                         + (" In brackets: 95% intervals of the efficiency from resampling the measured steps."
+                            if intervals else ""))
     return lines
+
+
+def efficiency_interval(ok: pd.DataFrame, first: int, n: int) -> tuple[float, float] | None:
+    """A 95% interval of the efficiency at ``n`` GPUs against ``first`` (mean step there / mean step here, the
+    batch a GPU alike) by resampling the runs' measured steps (harness.results.metrics.bootstrap_ci); None
+    where a point has under 3 steps. It is the steps' own noise: what more steps would settle, not a bias
+    of the emulation."""
+    sides = []
+    for gpus in (first, n):
+        cells = ok.loc[ok["world_size"] == gpus, "step_times_s"] if "step_times_s" in ok else pd.Series(dtype=object)
+        steps = [json.loads(c) for c in cells.dropna()]
+        if not steps or min(len(s) for s in steps) < 3:
+            return None
+        sides.append(steps)
+    low, high = metrics.bootstrap_ci(*sides, statistic=np.mean)
+    return 1 + low, 1 + high

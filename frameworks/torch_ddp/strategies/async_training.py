@@ -147,7 +147,8 @@ def main(spec: RunSpec, events: EventWriter) -> None:
             dist.destroy_process_group()
             return
     torch.manual_seed(spec.seed)
-    model = emulated_gradients.build(spec, rank) if emulated else build_model(spec.workload, dict(spec.workload_options))
+    model = (emulated_gradients.build(spec, rank) if emulated
+             else build_model(spec.workload, dict(spec.workload_options)))
     next_batch, meter, data = batch_source(spec, rank, world, torch.device("cpu"))
     shared = None
     if spec.strategy in PARAMETER_SERVERS:
@@ -167,7 +168,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
                                warmup_steps=spec.warmup_steps, measured_steps=spec.measured_steps,
                                samples_per_step=samples_per_step(spec.workload, spec.workload_options,
                                                                  spec.batch_per_worker), events=events,
-                               loss_value=lambda t: float(t.item()),
+                               loss_value=None if emulated else (lambda t: float(t.item())),
                                between_steps=watch.around(between_steps) if watch else between_steps)
     if watch:
         watch.record(events, window)
