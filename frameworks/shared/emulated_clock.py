@@ -74,7 +74,7 @@ class StepFactors:
         self.random = random.Random(f"{seed}/{rank}")
 
     def draw(self) -> float:
-        return self.random.choice(self.factors) if len(self.factors) > 1 else self.factors[0]
+        return self.random.choice(self.factors)
 
 
 def cumulative(durations: list[float]) -> list[float]:
