@@ -7,8 +7,10 @@ accelerator's profile (or a compute time given outright), how a step spends it (
 emulation; ``spin``: a busy loop of the same length, a real step of known length used to check the
 emulation's fidelity on a CPU), an optional scale of the compute time and the AU threshold. The matrix
 resolves it per run into the RunSpec's ``emulation`` mapping (:func:`resolve`): the compute seconds per
-step, the threshold, and where the figure came from. Accelerator utilization AU = compute time / wall
-time of the measured window, the slowest rank's.
+step, the threshold, and where the figure came from; on an emulated cluster also the profile's measured
+step spread (``step_variation``, ``step_factors``: a real GPU's steps over their mean), which each rank's
+steps draw from. Accelerator utilization AU = compute time / wall time of the measured window, the slowest
+rank's.
 """
 
 from __future__ import annotations
