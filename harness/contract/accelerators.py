@@ -94,7 +94,7 @@ def load_profiles(path: Path = PROFILES_FILE) -> tuple[list[Profile], dict[str, 
     profiles = [Profile(p["accelerator"], Workload(p["workload"]), Size(p["size"]), int(p["batch"]),
                         Precision(p["precision"]), float(p["compute_s"]), p["source"], p.get("variation", ""))
                 for p in doc["profile"]]
-    known = load_variations(path)
+    known = _variations_in(doc, path)
     for p in profiles:
         if p.variation and p.variation not in known:
             raise UserError(f"{path.name}: profile {p.accelerator}/{p.workload.value}/{p.precision.value} names "
@@ -104,8 +104,12 @@ def load_profiles(path: Path = PROFILES_FILE) -> tuple[list[Profile], dict[str, 
 
 def load_variations(path: Path = PROFILES_FILE) -> dict[str, Variation]:
     """The ``[[variation]]`` tables of ``path`` by name; each needs two positive step times or more."""
+    return _variations_in(tomllib.loads(path.read_text()), path)
+
+
+def _variations_in(doc: Mapping[str, Any], path: Path) -> dict[str, Variation]:
     out = {}
-    for v in tomllib.loads(path.read_text()).get("variation", []):
+    for v in doc.get("variation", []):
         steps = tuple(float(s) for s in v["step_s"])
         if len(steps) < 2 or min(steps) <= 0:
             raise UserError(f"{path.name}: variation {v['name']!r}: step_s needs two positive step times or more")
