@@ -1,4 +1,4 @@
-"""Change points: Rosetta's detector (harness/reports/changepoints.py) against Apache Otava (E-divisive means,
+"""Change points: Rosetta's detector (harness/gate/changepoints.py) against Apache Otava (E-divisive means,
 the Hunter split/merge, its defaults: window 50, p 0.001) on the same synthetic histories, many seeds.
 
 A third tool is our pipeline with Otava's E-divisive split and merge finding the steps in place of PELT
@@ -54,7 +54,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.reports import changepoints as cp  # noqa: E402
+from harness.gate import changepoints as cp  # noqa: E402
 
 TEMPLATE = REPO / "benchmarks" / "changepoints-template.json"
 SWEEPS, REPEATS, BATCH = 40, 3, 8
@@ -89,7 +89,7 @@ def cases() -> list[Case]:
 def load_template(source: str | None) -> tuple[list[np.ndarray], str]:
     """Real launches' step times, each divided by its mean (so the history's level sets the mean)."""
     if source:
-        from harness.results import compare
+        from harness.gate import compare
 
         rows = compare.load_source(source, "all")
         rows = rows[(rows["status"] == "ok") & rows["step_times_s"].notna()]
@@ -277,7 +277,7 @@ def timing(template: list[np.ndarray], configs: int = 20, sweeps: int = SWEEPS) 
     import subprocess
     import tempfile
 
-    from harness.reports import history
+    from harness.gate import history
     from harness.results import table as results
 
     rng = np.random.default_rng(0)
@@ -352,9 +352,9 @@ def main() -> None:
         TEMPLATE.write_text(json.dumps({"source": where, "launches": launches}, indent=1) + "\n")
         print(f"template: {TEMPLATE} ({where})")
         return
-    import otava  # noqa: F401  (fails here, before the work, when it is not installed)
-
     from importlib.metadata import version
+
+    import otava  # noqa: F401  (fails here, before the work, when it is not installed)
 
     print(f"template: {where}; otava {version('apache-otava')}, ruptures {version('ruptures')}\n{HEADER}")
     rows = run(args.seeds, template, args.delay_seeds, args.gate_seeds, args.cases)

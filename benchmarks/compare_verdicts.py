@@ -25,7 +25,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from harness.results import compare, provenance  # noqa: E402
+from harness.gate import compare  # noqa: E402
+from harness.results import provenance  # noqa: E402
 
 SHAPES = ((2, 6), (2, 20), (3, 30), (5, 30))  # (repeats, measured steps): the quickstart's is 2 x 6
 

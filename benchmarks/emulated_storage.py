@@ -44,7 +44,8 @@ import pandas as pd  # noqa: E402
 from harness.base import config, network  # noqa: E402
 from harness.base.environment import own_tools_first  # noqa: E402
 from harness.experiment import scenario  # noqa: E402
-from harness.reports import charts, emulation, reference  # noqa: E402
+from harness.reports import charts, emulation  # noqa: E402
+from harness.reproduction import reference  # noqa: E402
 from harness.results import provenance  # noqa: E402
 from harness.running.runner import run_sweep  # noqa: E402
 from harness.storage import backends as storage, datagen  # noqa: E402

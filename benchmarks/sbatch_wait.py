@@ -1,5 +1,5 @@
 """How late a submitter learns that a SLURM job ended: ``sbatch --wait`` against the slurm launcher's
-``python -m harness.launchers.sbatch_wait``, side by side on the one-node test cluster
+``python -m harness.launchers.slurm.sbatch_wait``, side by side on the one-node test cluster
 (tools/slurm_cluster.sh, root only: it runs in a network namespace of its own).
 
 Each job sleeps for a given number of seconds under the same script the launcher writes (its EXIT trap
@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.launchers import sbatch_wait  # noqa: E402
+from harness.launchers.slurm import sbatch_wait  # noqa: E402
 
 IN_NAMESPACE = ["ip", "netns", "exec", "rosetta-slurm"]  # tools/slurm_cluster.sh's namespace
 
@@ -63,7 +63,7 @@ def main() -> None:
                     plain = job_script(Path(tmp) / f"plain-{repeat}-{seconds}", seconds)
                     ours = job_script(Path(tmp) / f"ours-{repeat}-{seconds}", seconds)
                     a = timed(["sbatch", "--wait", "--parsable", str(plain)], env)
-                    b = timed([sys.executable, "-m", "harness.launchers.sbatch_wait", str(ours)], env)
+                    b = timed([sys.executable, "-m", "harness.launchers.slurm.sbatch_wait", str(ours)], env)
                     print(f"{seconds:8.0f} {a:18.1f} {b:16.1f} {a - seconds:16.1f} {b - seconds:12.1f}")
         finally:
             subprocess.run([str(REPO / "tools/slurm_cluster.sh"), "stop", str(state)], check=False)

@@ -18,11 +18,11 @@ FRAMEWORKS = REPO / "frameworks"
 PROJECT = ["harness", "frameworks", "testbed", "tools", "benchmarks"]
 
 # Bottom to top: a wing may import the wings before it, never one after it (harness/<wing>/__init__.py).
-WINGS = ["base", "contract", "storage", "launchers", "experiment", "results", "running", "reports", "export",
-         "comm", "scaling", "cli"]
+WINGS = ["base", "contract", "machines", "storage", "launchers", "experiment", "results", "running", "reports",
+         "export", "comm", "scaling", "reproduction", "gate", "cli"]
 FRAMEWORK_MODULES = {"torch", "tensorflow", "keras", "chainer", "chainermn", "horovod", "mpi4py", "jax", "cupy",
                      "transformers", "tf_keras"}
-WORKER_MAY_IMPORT = {"base", "contract", "storage"}
+WORKER_MAY_IMPORT = {"base", "contract", "machines", "storage"}
 
 
 def module_name(path: Path) -> str:

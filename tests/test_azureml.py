@@ -17,7 +17,8 @@ from harness.base.network import free_port
 from harness.cli import main as cli
 from harness.contract.events import read_rank
 from harness.contract.spec import RunSpec, read_spec_file
-from harness.launchers import azureml, azureml_entry
+from harness.launchers import azureml
+from harness.launchers.azureml import entry as azureml_entry
 from harness.results import table as results
 
 ml = pytest.importorskip("azure.ai.ml", reason="the Azure ML SDK is not installed (pip install -e '.[engines]')")

@@ -28,7 +28,7 @@ def test_slurm_script_states_resources_and_starts_one_rank_per_task():
     options = {"partition": "gpu", "account": "ml", "gpus_per_node": 8, "cpus_per_task": 12, "time_limit_min": 45,
                "extra_sbatch": ("--exclusive",)}
     command = get("slurm")(_request("slurm", nodes=4, procs_per_node=8, launcher_options=options))
-    assert command.argv == ("/venv/bin/python", "-m", "harness.launchers.sbatch_wait", "/res/runs/S1/0007/job.sbatch")
+    assert command.argv == ("/venv/bin/python", "-m", "harness.launchers.slurm.sbatch_wait", "/res/runs/S1/0007/job.sbatch")
     assert command.abort == (("scancel", "--name", "rosetta-S1-0007"),)
     script = command.files["job.sbatch"].splitlines()
     for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=8", "#SBATCH --partition=gpu",

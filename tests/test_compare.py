@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from harness.results import compare, table as results
+from harness.gate import compare
+from harness.results import table as results
 
 
 def _repeats(level_s, repeats, steps, rng, spread=0.03):
@@ -189,7 +190,7 @@ def test_sweep_ranges_pool_several_sweeps_per_side(tmp_path, capsys):
 def test_a_crash_of_a_verdict_verb_exits_2_not_1(tmp_path, capsys, monkeypatch):
     """CI reads exit 1 as "regressed": a bug in the statistics must not read as one."""
     from harness.cli import main as cli
-    from harness.reports import history
+    from harness.gate import history
 
     store = str(_store_of_sweeps(tmp_path / "store", [0.080] * 4))
 

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from harness.cli import main as cli
-from harness.reports import ci_reports
-from harness.results import compare, table as results
+from harness.gate import ci_reports, compare
+from harness.results import table as results
 from tests.test_compare import _repeats, _rows
 
 

@@ -158,7 +158,7 @@ def test_mpi_frameworks_run_their_own_launcher_inside_one_container(framework):
     argv = command.argv
     inner = argv[argv.index("--init") + 1:]
     default = frameworks.get(framework).launcher
-    assert ("mpirun" in inner) if default == "mpirun" else ("harness.launchers.horovodrun_entry" in inner)
+    assert ("mpirun" in inner) if default == "mpirun" else ("harness.launchers.horovodrun.entry" in inner)
     assert "python" in inner and "/venv/bin/python" not in inner  # the image's interpreter, not the harness's
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main as cli
-from harness.reports import history
+from harness.gate import history
 from harness.results import table as results
 from tests.history_rows import sweep_rows
 

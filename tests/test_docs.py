@@ -94,8 +94,13 @@ def test_the_guide_to_adding_an_entry_names_files_that_exist():
     names = {"framework": frameworks.names(), "launcher": launchers.names()}
     missing = [f"{kind}: {path.replace('<name>', name)}" for kind, row in rows.items()
                for path in re.findall(r"`((?:frameworks|harness|testbed|tests|docker)/[^`]*)`", row)
-               for name in names.get(kind, ["-"]) if not (REPO / path.replace("<name>", name)).exists()]
+               for name in names.get(kind, ["-"]) if not _module_exists(REPO / path.replace("<name>", name))]
     assert missing == []
+
+
+def _module_exists(path: Path) -> bool:
+    """A file named in the guide, or for ``<name>.py`` the package ``<name>/`` a plug-in with helpers is."""
+    return path.exists() or (path.suffix == ".py" and (path.with_suffix("") / "__init__.py").exists())
 
 
 def test_the_registries_the_guide_names_are_the_ones_the_code_reads():

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from harness.base.errors import UserError
-from harness.contract import accelerators
 from harness.contract.axes import Precision, Workload
 from harness.experiment import matrix, scenario
+from harness.machines import accelerators
 
 pytest.importorskip("torch")
 

@@ -1,5 +1,5 @@
 """The emulated GPU cluster: emulated accelerators whose real gradients cross shaped, time-dilated links
-(harness/contract/emulated_cluster.py, frameworks/shared/pytorch/emulated_gradients.py)."""
+(harness/machines/emulated_cluster.py, frameworks/shared/pytorch/emulated_gradients.py)."""
 
 import dataclasses
 import json
@@ -10,10 +10,10 @@ import time
 import pytest
 
 from harness.base.errors import UserError
-from harness.contract import emulated_cluster
 from harness.contract.axes import Device, Storage, Strategy, Workload
 from harness.experiment import matrix, scenario
 from harness.launchers import hosts
+from harness.machines import emulated_cluster
 from tests.emulated_scenarios import scenario_text, skip_without
 
 
@@ -148,10 +148,10 @@ def test_keras_variables_share_the_step_by_their_layers_flops():
     embeddings nothing; a layer no variable holds is an error."""
     pytest.importorskip("tensorflow")
     from frameworks.shared.keras import training
-    from harness.contract import model_flops
     from harness.contract.axes import Size
     from harness.contract.equivalence import layer_flops
     from harness.contract.workloads import WORKLOADS
+    from harness.machines import model_flops
 
     made = {}
     for workload in (Workload.RESNET50, Workload.BERT, Workload.LLAMA):
@@ -401,8 +401,8 @@ def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monk
     import pandas as pd
 
     import frameworks
-    from harness.reports import emulated_reproduction as emulated, reference
-    from harness.scaling.published import predicted_rows
+    from harness.reproduction import emulated_reproduction as emulated, reference
+    from harness.reproduction.prediction import predicted_rows
 
     batchai = reference.get("batchai-torch-v100")
     assert emulated.coverage(batchai) is None and emulated.emulated_here(batchai).startswith("yes: 5 points")
@@ -413,7 +413,7 @@ def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monk
                                   - frameworks.get("torch_ddp").emulated_rank_base_bytes)  # TensorFlow's runtime
     from rich.console import Console
 
-    from harness.reports.reference_list import references_table
+    from harness.reproduction.reference_list import references_table
 
     console = Console(width=400, record=True)
     console.print(references_table())

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from harness.cli import main as cli
-from harness.reports import changepoints, history
+from harness.gate import changepoints, history
 from harness.results import table as results
 from tests.history_rows import sweep_rows
 

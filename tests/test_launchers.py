@@ -106,11 +106,11 @@ def test_horovodrun_gloo_or_mpi_controller():
                                                    "network_interface": "ib0"}),
                             "mod", Path("/r/spec.json"), "/py", cpu_count=8)
     assert get("horovodrun")(request).argv == (
-        "/py", "-m", "harness.launchers.horovodrun_entry", "-np", "8", "-H", "n1:4,n2:4", "--mpi",
+        "/py", "-m", "harness.launchers.horovodrun.entry", "-np", "8", "-H", "n1:4,n2:4", "--mpi",
         "--start-timeout", "120", "--network-interface", "ib0",
         "/py", "-m", "harness.contract.worker", "mod", "/r/spec.json")
     local = get("horovodrun")(LaunchRequest(spec(launcher="horovodrun"), "mod", Path("/r/spec.json"), "/py", 8))
-    assert local.argv[:8] == ("/py", "-m", "harness.launchers.horovodrun_entry", "-np", "2", "-H", "localhost:2",
+    assert local.argv[:8] == ("/py", "-m", "harness.launchers.horovodrun.entry", "-np", "2", "-H", "localhost:2",
                               "--gloo")
     assert "OMPI_MCA_plm" not in get("horovodrun")(request).env  # hosts: Horovod's mpirun uses ssh
     one_host_mpi = LaunchRequest(spec(launcher="horovodrun", launcher_options={"controller": "mpi"}), "mod",
@@ -142,7 +142,7 @@ def test_horovod_variables_become_torch_ones():
 
 
 def test_horovodrun_build_check_is_asked_once_per_installation(tmp_path):
-    from harness.launchers.horovodrun_entry import installation_key, remembered
+    from harness.launchers.horovodrun.entry import installation_key, remembered
 
     asked = []
     checks = {"gloo": lambda: asked.append("gloo") or True, "mpi": lambda: asked.append("mpi") or False}

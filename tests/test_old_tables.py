@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from harness.cli import main as cli
-from harness.reports import history
-from harness.results import compare, table as results
+from harness.gate import compare, history
+from harness.results import table as results
 from tests.history_rows import sweep_rows as _sweep
 
 FIRST = ("schema_version sweep_id run_id config_id scenario framework workload size nodes procs_per_node world_size "

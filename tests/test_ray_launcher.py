@@ -158,7 +158,7 @@ def test_the_driver_is_what_runs_and_unsupported_runs_say_why():
     request = LaunchRequest(spec(launcher="ray", nodes=2, procs_per_node=4), "frameworks.torch_ddp.worker",
                             Path("/r/spec.json"), "/py/python", cpu_count=8)
     command = get("ray")(request)
-    assert command.argv == ("/py/python", "-m", "harness.launchers.ray_driver", "frameworks.torch_ddp.worker",
+    assert command.argv == ("/py/python", "-m", "harness.launchers.ray.driver", "frameworks.torch_ddp.worker",
                             "/r/spec.json")
     assert command.env["RAY_USAGE_STATS_ENABLED"] == "0"
     assert "network caps" in unsupported_reason("ray", spec(launcher="ray", network="1gbit"))

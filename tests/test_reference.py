@@ -4,7 +4,7 @@ import pytest
 
 from harness.base.errors import UserError
 from harness.cli import main as cli
-from harness.reports import reference, reproduce
+from harness.reproduction import reference, reproduce
 
 
 def test_every_reference_file_loads_and_keeps_the_published_efficiencies():

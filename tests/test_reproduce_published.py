@@ -17,9 +17,8 @@ import pytest
 import frameworks
 from harness.cli import main as cli
 from harness.contract.axes import Strategy
-from harness.reports import published, reference, reproduce
+from harness.reproduction import prediction as predicted, published, reference, reproduce
 from harness.results import table as results
-from harness.scaling import published as predicted
 from tests.conftest import IN_SLURM_NAMESPACE
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""An emulated cluster's steps vary as a real GPU's were measured to (harness/contract/accelerators.toml's
+"""An emulated cluster's steps vary as a real GPU's were measured to (harness/machines/accelerators.toml's
 [[variation]]): each rank draws its own factor each step, so a synchronous step waits for its slowest rank."""
 
 import statistics
@@ -8,8 +8,8 @@ import pytest
 
 from frameworks.shared.emulated_clock import LayerClock, StepClock, StepFactors
 from harness.base.errors import UserError
-from harness.contract import accelerators
 from harness.experiment import matrix, scenario
+from harness.machines import accelerators
 from harness.running import emulation_fields
 from tests.emulated_scenarios import scenario_text
 

@@ -9,8 +9,8 @@ pytest.importorskip("transformers")
 
 from frameworks.shared.pytorch.llama import Llama, causal_lm_loss  # noqa: E402
 from frameworks.shared.pytorch.models import build_bert  # noqa: E402
-from frameworks.torch_ddp.strategies.tensor_parallel import parallelize  # noqa: E402
 from frameworks.shared.pytorch.training import full_tensor  # noqa: E402
+from frameworks.torch_ddp.strategies.tensor_parallel import parallelize  # noqa: E402
 from harness.contract.axes import Size, Workload  # noqa: E402
 from harness.contract.equivalence import fixed_batch  # noqa: E402
 from harness.contract.workloads import WORKLOADS  # noqa: E402

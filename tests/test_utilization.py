@@ -1,4 +1,4 @@
-"""Model FLOPs, the dense peak table and MFU (harness.contract.model_flops, peaks; harness.results.utilization).
+"""Model FLOPs, the dense peak table and MFU (harness.machines.model_flops, peaks; harness.results.utilization).
 
 The FLOPs the harness counts from a workload's options alone are the FLOPs the reference framework's
 probe reads from its own model (PyTorch, skipped where it is not installed).
@@ -12,15 +12,15 @@ import pytest
 
 from harness.contract.axes import Device, Precision, Size, Storage, Strategy, Workload
 from harness.contract.equivalence import flops_per_sample
-from harness.contract.model_flops import (
+from harness.contract.spec import RunSpec
+from harness.contract.workloads import LLAMA31_8B_PARAMS, WORKLOADS
+from harness.machines.model_flops import (
     TRAINING_FLOPS_PER_FORWARD,
     forward_layers,
     llama_parameters,
     training_flops_per_sample,
 )
-from harness.contract.peaks import PEAKS_FILE, device_peak, parse, table
-from harness.contract.spec import RunSpec
-from harness.contract.workloads import LLAMA31_8B_PARAMS, WORKLOADS
+from harness.machines.peaks import PEAKS_FILE, device_peak, parse, table
 from harness.results import utilization
 from harness.results.utilization import cpu_peak, utilization_fields
 

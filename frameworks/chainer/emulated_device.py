@@ -25,11 +25,11 @@ import numpy as np
 
 from frameworks.chainer import runtime
 from frameworks.shared import emulated_rank, image_input, mpi_job
-from harness.contract import emulation
 from harness.contract.axes import Storage
 from harness.contract.equivalence import fixed_batch
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
+from harness.machines import emulation
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:

@@ -1,5 +1,5 @@
 """Emulated accelerators with real gradients in Chainer + ChainerMN (device emulated,
-``exchange = "gradients"``: harness/contract/emulated_cluster.py).
+``exchange = "gradients"``: harness/machines/emulated_cluster.py).
 
 The rank builds the real ResNet-50 Chain (its parameters, rank 0's broadcast as the training worker's
 are) and does none of its math. Its step sleeps the profiled forward and backward (dilated:

@@ -28,8 +28,7 @@ from frameworks.chainer.training import (  # noqa: E402
     weights_checksum,
 )
 from frameworks.shared import image_input  # noqa: E402
-from harness.contract import emulated_cluster  # noqa: E402
-from harness.contract.axes import Device, Storage  # noqa: E402
+from harness.contract.axes import Device, Storage, exchanges_gradients  # noqa: E402
 from harness.contract.equivalence import fixed_batch, recipe  # noqa: E402
 from harness.contract.events import EventWriter  # noqa: E402
 from harness.contract.measure import run_measured_loop  # noqa: E402
@@ -79,7 +78,7 @@ def batches(spec: RunSpec, rank: int, world: int, device: Any) -> tuple[Callable
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
-    if spec.device == Device.EMULATED and emulated_cluster.exchanges_gradients(spec.emulation):
+    if spec.device == Device.EMULATED and exchanges_gradients(spec.emulation):
         return emulated_gradients.main(spec, events)  # the model's gradients, averaged after the passes
     if spec.device == Device.EMULATED:  # the real iterator, a profiled sleep per step, no model
         return emulated_device.main(spec, events)

@@ -1,5 +1,5 @@
 """Emulated accelerators with real gradients in Horovod TensorFlow (device emulated,
-``exchange = "gradients"``: harness/contract/emulated_cluster.py).
+``exchange = "gradients"``: harness/machines/emulated_cluster.py).
 
 The rank builds the real Keras model (rank 0's weights broadcast, as the training worker's are) and does
 none of its math. Its step is a tf.function in which every trainable variable passes through a timed
@@ -26,14 +26,14 @@ import tensorflow as tf
 from frameworks.horovod_tf.distributed import COMPRESSION, barrier
 from frameworks.shared.emulated_clock import GRADIENT_VALUE, LayerClock, StepFactors
 from frameworks.shared.keras import emulated_device, input_pipeline, training
-from harness.contract import model_flops
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
+from harness.machines import model_flops
 
 
 def variable_shares(spec: RunSpec, variables: list) -> list[float]:
     """Each trainable variable's share of the step (they sum to 1): a kernel's layer's forward FLOPs
-    (harness.contract.model_flops.shares_by_shape), norms' and embeddings' none."""
+    (harness.machines.model_flops.shares_by_shape), norms' and embeddings' none."""
     return model_flops.shares_by_shape(spec.workload, spec.workload_options, [tuple(v.shape) for v in variables])
 
 

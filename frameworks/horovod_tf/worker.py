@@ -21,16 +21,16 @@ import horovod
 import horovod.tensorflow as hvd
 import numpy as np
 
-from frameworks.horovod_tf.distributed import WIRE_BYTES, barrier, build_facts, build_training, controller
 from frameworks.horovod_tf import emulated_gradients
+from frameworks.horovod_tf.distributed import WIRE_BYTES, barrier, build_facts, build_training, controller
 from frameworks.shared import emulated_clock, image_input, mpi_job
 from frameworks.shared.keras import emulated_device, input_pipeline, runtime, training
-from harness.contract import emulated_cluster, emulation
-from harness.contract.axes import Compile, Device
+from harness.contract.axes import Compile, Device, exchanges_gradients
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import samples_per_step
+from harness.machines import emulation
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:
@@ -52,7 +52,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         return
     numerics = {} if emulating else runtime.set_precision(spec.precision)
     mpi_job.check_started_as_one_job(os.environ)
-    real_gradients = emulating and emulated_cluster.exchanges_gradients(spec.emulation)
+    real_gradients = emulating and exchanges_gradients(spec.emulation)
     if real_gradients:
         os.environ.update(emulated_clock.horovod_environment(spec.emulation, os.environ))  # before Horovod starts
     hvd.init()

@@ -33,12 +33,12 @@ from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.runtime import device_memory, gpu_facts, resolve_device, versions
 from frameworks.shared.pytorch.training import build_model, dense_bytes, loss_of, make_optimizer
-from harness.contract import emulation
 from harness.contract.axes import Device
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import samples_per_step
+from harness.machines import emulation
 
 
 def main(spec: RunSpec, events: EventWriter) -> None:

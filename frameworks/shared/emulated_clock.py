@@ -1,5 +1,5 @@
 """The clocks of an emulated accelerator with real gradients, the same in every framework (device emulated,
-``exchange = "gradients"``: harness/contract/emulated_cluster.py; no deep-learning import here).
+``exchange = "gradients"``: harness/machines/emulated_cluster.py; no deep-learning import here).
 
 An emulated rank does none of its model's math: it sleeps the profiled step, dilated by the run's k, and
 hands the framework's own data-parallel machinery gradients of the real model's shapes when a GPU would
@@ -25,9 +25,9 @@ from typing import Any, Callable, Mapping, Protocol, TypeVar
 
 import psutil
 
-from harness.contract.emulation import CpuWindow, busy_and_total_s
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
+from harness.machines.emulation import CpuWindow, busy_and_total_s
 
 GRADIENT_VALUE = 1e-4  # every emulated gradient's entries (their values are not what is measured)
 FORWARD_SHARE = 1 / 3  # of a training step's compute: the backward takes twice the forward (model_flops)
@@ -65,7 +65,7 @@ class Schedule:
 
 class StepFactors:
     """Each step's multiple of the profiled time on one rank: drawn from the profile's measured variation
-    (``step_factors`` of the run's ``emulation`` mapping, mean 1; harness.contract.accelerators), each rank
+    (``step_factors`` of the run's ``emulation`` mapping, mean 1; harness.machines.accelerators), each rank
     its own sequence from the run's seed, so that ranks straggle independently and a run repeats its draws.
     Without a variation every step is 1."""
 
@@ -115,7 +115,7 @@ class InputClock:
 
     @classmethod
     def of(cls, emulation: Mapping[str, Any]) -> InputClock | None:
-        """The clock of a run's ``emulation`` mapping (harness.contract.accelerators), None without an emulated
+        """The clock of a run's ``emulation`` mapping (harness.machines.accelerators), None without an emulated
         host loader."""
         if not emulation.get("input_workers"):
             return None
@@ -264,7 +264,7 @@ class Clocked(Protocol):
 
 class Watch:
     """The ``emulation`` record of an emulated rank with real gradients: the machine's CPU over the window
-    (harness.contract.emulation.CpuWindow) and how far the rank's clock ran behind, beside the profile."""
+    (harness.machines.emulation.CpuWindow) and how far the rank's clock ran behind, beside the profile."""
 
     def __init__(self, spec: RunSpec, clock: Clocked):
         self.spec, self.clock = spec, clock

@@ -3,12 +3,12 @@ deep-learning import here).
 
 A framework's emulated worker starts its communication library, says hello and builds its input
 pipeline; :func:`run` does the rest with what it is handed: the measured window
-(harness.contract.emulation.run_window: a real batch, the profiled sleep and the framework's barrier per
+(harness.machines.emulation.run_window: a real batch, the profiled sleep and the framework's barrier per
 step), the checkpoint phase (harness.storage.checkpoint.phase, rank 0's folder token broadcast through
 the framework), the end record (no model: nothing to checksum) and a last barrier. torch_ddp and
 horovod_torch come here through frameworks/shared/pytorch/emulated_device.py (the DataLoader), tf_mwms
 and horovod_tf through frameworks/shared/keras/emulated_device.py (tf.data), chainer from its own
-frameworks/chainer/emulated_device.py (its iterator). Not to be confused with harness/contract/emulation.py
+frameworks/chainer/emulated_device.py (its iterator). Not to be confused with harness/machines/emulation.py
 (the profiles and the measured window this calls), nor with harness/reports/emulation.py (its report).
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.contract import emulation
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
+from harness.machines import emulation
 from harness.storage import checkpoint
 
 NO_MODEL = "none: emulated accelerator, no model"

@@ -20,10 +20,10 @@ import tensorflow as tf
 
 from frameworks.shared.keras import emulated_device, runtime
 from frameworks.tf_mwms.mirrored import make_barrier, make_strategy
-from harness.contract import emulation
 from harness.contract.axes import Device
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
+from harness.machines import emulation
 
 
 def token_broadcast(strategy: tf.distribute.MultiWorkerMirroredStrategy, rank: int) -> Callable[[str], str]:

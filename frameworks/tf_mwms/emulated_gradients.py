@@ -1,5 +1,5 @@
 """Emulated accelerators with real gradients in TensorFlow MultiWorkerMirroredStrategy (device emulated,
-``exchange = "gradients"``: harness/contract/emulated_cluster.py).
+``exchange = "gradients"``: harness/machines/emulated_cluster.py).
 
 The rank builds the real Keras model under the strategy (its variables mirrored, worker 0's initial
 values broadcast) and does none of its math. Its step sleeps the profiled forward and backward (dilated:

@@ -19,8 +19,7 @@ from frameworks.shared import image_input
 from frameworks.shared.keras import input_pipeline, runtime, training
 from frameworks.tf_mwms import emulated_device, emulated_gradients, parameter_server
 from frameworks.tf_mwms.mirrored import build_training, make_barrier, make_strategy
-from harness.contract import emulated_cluster
-from harness.contract.axes import Compile, Device, Strategy
+from harness.contract.axes import Compile, Device, Strategy, exchanges_gradients
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
@@ -35,7 +34,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     if skip:  # before the strategy: every rank says so and leaves, none waits for another
         events.emit("skip", reason=skip)
         return
-    if spec.device == Device.EMULATED and emulated_cluster.exchanges_gradients(spec.emulation):
+    if spec.device == Device.EMULATED and exchanges_gradients(spec.emulation):
         emulated_gradients.main(spec, events, rank, world)  # the model's gradients, all-reduced after the passes
         return
     if spec.device == Device.EMULATED:  # the real tf.data pipeline, a profiled sleep per step, no model

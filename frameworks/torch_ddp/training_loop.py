@@ -15,18 +15,18 @@ import torch.distributed as dist
 
 from frameworks.shared import emulated_clock
 from frameworks.shared.pytorch import checkpointing, emulated_gradients, numerics, runtime
-from frameworks.shared.pytorch.ddp_timing import DdpTiming
 from frameworks.shared.pytorch.batches import batch_source
+from frameworks.shared.pytorch.ddp_timing import DdpTiming
 from frameworks.shared.pytorch.ledger import StepLedger
 from frameworks.shared.pytorch.training import build_model, make_optimizer, training_step
 from frameworks.torch_ddp import plain_baseline
 from frameworks.torch_ddp.strategies import wrapping
-from harness.contract import emulation
 from harness.contract.axes import Compile, Device, Storage, Strategy
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import samples_per_step
+from harness.machines import emulation
 
 
 @dataclass

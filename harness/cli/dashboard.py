@@ -1,5 +1,5 @@
 """``rosetta dashboard``: a static site of every series' history from one or more result stores
-(harness.reports.dashboard), like ``asv publish``."""
+(harness.gate.dashboard), like ``asv publish``."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def default_out(sources) -> Path:
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Exit 0 when the site is written (whatever the verdicts: rosetta history is the gate), 2 on bad input."""
-    from harness.reports import changepoints, dashboard, history
+    from harness.gate import changepoints, dashboard, history
 
     settings = changepoints.Settings(alpha=args.alpha, floor=args.floor)
     if args.last is not None and args.last < 3:

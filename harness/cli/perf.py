@@ -94,7 +94,7 @@ def add_project_parser(sub) -> None:
     p.add_argument("--tau", type=int, default=8, help="local SGD: steps between averagings (default 8)")
     p.add_argument("--servers", type=int, default=1, help="parameter_server: servers sharing the model (default 1)")
     p.add_argument("--overlap", type=float, default=0.0, help="share of communication hidden behind compute")
-    p.add_argument("--presets", type=Path, help="presets TOML (default: harness/contract/interconnects.toml)")
+    p.add_argument("--presets", type=Path, help="presets TOML (default: harness/machines/interconnects.toml)")
     p.add_argument("--no-published", action="store_true", help="leave published results off the chart")
     p.add_argument("--chart", type=Path, help="chart PNG (default: RESULTS/project-<interconnect>.png)")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")

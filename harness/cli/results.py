@@ -141,7 +141,8 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.results import compare, integrity
+    from harness.gate import compare
+    from harness.results import integrity
 
     for flag in ("junit", "markdown", "json"):  # before the table is printed: a bad path is input, not a verdict
         if getattr(args, flag) is not None:
@@ -155,7 +156,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         f"(drop --strict-provenance to compare and flag it)")
     title = f"rosetta compare: {args.baseline} -> {args.current}"
     console = wide_console()
-    from harness.reports import ci_reports, verdict_table
+    from harness.gate import ci_reports, verdict_table
 
     verdict_table.print_comparison(cells, console, title=title)
     for path in ci_reports.write(cells, title, args.junit, args.markdown, args.json):
@@ -165,7 +166,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def compare_sides(args: argparse.Namespace):
     """The baseline's and the current rows: one sweep each (--*-sweep) or several (--*-sweeps)."""
-    from harness.results import compare, sweeps
+    from harness.gate import compare
+    from harness.results import sweeps
 
     for one, many in (("baseline_sweep", "baseline_sweeps"), ("current_sweep", "current_sweeps")):
         if getattr(args, one) is not None and getattr(args, many) is not None:
@@ -188,7 +190,7 @@ def compare_sides(args: argparse.Namespace):
 
 def cmd_history(args: argparse.Namespace) -> int:
     """Exit 1 when some series' newest sweep is a suspected or confirmed regression, else 0."""
-    from harness.reports import changepoints, ci_reports, history, history_chart, verdict_table
+    from harness.gate import changepoints, ci_reports, history, history_chart, verdict_table
     from harness.results import integrity
 
     chart_file(args.chart)  # and the reports' paths, before anything is printed
@@ -214,14 +216,14 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Exit 0, or 1 when a run it ran failed, timed out or diverged (unless --allow-failures)."""
-    from harness.reports import reference
+    from harness.reproduction import reference
 
     for flag, value, least in (("--batch", args.batch, 1), ("--gpus", args.gpus, 0), ("--repeats", args.repeats, 1),
                                ("--measured-steps", args.measured_steps, 1)):
         if value is not None and value < least:  # never ignored, never "-5 reachable"
             raise UserError(f"{flag}: must be >= {least}, got {value}")
     if args.list or not args.name:
-        from harness.reports.reference_list import references_table
+        from harness.reproduction.reference_list import references_table
 
         print_items([references_table()])
         return 0
@@ -242,13 +244,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         rows = run_with_progress(scenario, args.results, max_workers=max_workers)
         sweep = rows[0]["sweep_id"]
     else:
-        from harness.reports import reproduce
+        from harness.reproduction import reproduce
 
         scenario = reproduce.scenario_for(ref, {"size": args.size, "repeats": args.repeats,
                                                 "measured_steps": args.measured_steps})
         rows = run_with_progress(scenario, args.results)
         sweep = rows[0]["sweep_id"]
-    from harness.scaling.published import reproduction_report
+    from harness.reproduction.prediction import reproduction_report
 
     print_items(reproduction_report(ref, args.results, sweep))
     return sweep_exit_status(rows, args.allow_failures)
@@ -256,9 +258,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _run_emulated(ref, args: argparse.Namespace) -> list[dict] | None:
     """The published configuration on the emulated cluster, its hosts started for the sweep and removed after."""
-    from harness.contract.emulated_cluster import MAX_DILATION
     from harness.launchers import hosts
-    from harness.reports import emulated_reproduction as emulated
+    from harness.machines.emulated_cluster import MAX_DILATION
+    from harness.reproduction import emulated_reproduction as emulated
 
     if not 0 <= args.dilation <= MAX_DILATION:
         raise UserError(f"--dilation: must be 0 (auto) or 1 to {MAX_DILATION:g}, got {args.dilation:g}")
@@ -277,9 +279,8 @@ def _published_scenario(ref, args: argparse.Namespace):
     """The published configuration as a scenario, and the workers reachable for it (None: no limit)."""
     import os
 
-    from harness.reports import published
-
     from harness import launchers
+    from harness.reproduction import published
 
     engine = launchers.module(args.launcher) if args.launcher in launchers.REGISTRY else None
     cluster = bool(getattr(engine, "CLUSTER", False))  # a scheduler's nodes: this machine's GPUs do not bound it

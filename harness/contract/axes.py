@@ -3,6 +3,7 @@ declared once here, with the facts the rest of the harness derives from them."""
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any, Mapping
 
 from harness.contract import strategy_options
 
@@ -179,7 +180,27 @@ class Device(str, Enum):
     CPU = "cpu"
     CUDA = "cuda"
     EMULATED = "emulated"  # the real input pipeline; each step a calibrated sleep of a profiled accelerator's
-    #                        compute time, then a barrier (MLPerf Storage's method; harness.contract.accelerators)
+    #                        compute time, then a barrier (MLPerf Storage's method; harness.machines.accelerators)
+
+
+class Exchange(str, Enum):
+    """How an emulated rank stands in for the gradient exchange."""
+
+    BARRIER = "barrier"  # MLPerf Storage's method: the profiled sleep, then a barrier; no model
+    GRADIENTS = "gradients"  # the model's parameters, real gradients through the framework's own machinery
+
+
+class StepVariation(str, Enum):
+    """Whether an emulated cluster's steps vary as a real GPU's were measured to (harness/machines/accelerators.toml)."""
+
+    MEASURED = "measured"  # each rank's step: the profile's time x a measured step / their mean, drawn each step
+    NONE = "none"  # every step exactly the profile's time
+
+
+def exchanges_gradients(emulation: Mapping[str, Any]) -> bool:
+    """Whether a run's ``emulation`` mapping is an emulated cluster's (else MLPerf Storage's barrier, or none)."""
+    return emulation.get("exchange") == Exchange.GRADIENTS
+
 
 
 class Rules(str, Enum):

@@ -11,7 +11,6 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from harness.contract import emulated_cluster
 from harness.contract.axes import (
     Compile,
     Device,
@@ -20,6 +19,7 @@ from harness.contract.axes import (
     Storage,
     Strategy,
     Workload,
+    exchanges_gradients,
 )
 from harness.contract.workloads import WORKLOADS
 
@@ -57,7 +57,7 @@ class FrameworkInfo:
     # would need an sshd in each (as a Kubeflow MPIJob has).
     container_per_rank: bool = False
     # The strategies whose exchange an emulated accelerator runs for real (device emulated, exchange
-    # "gradients": harness.contract.emulated_cluster): the model's parameters, its gradients when the
+    # "gradients": harness.machines.emulated_cluster): the model's parameters, its gradients when the
     # framework's real step would have them (each layer's as its backward ends, or all after the backward).
     emulated_exchanges: tuple[Strategy, ...] = ()
     # An emulated rank's own memory before its model's parameters, gradients and exchange buffers (bytes:
@@ -118,7 +118,7 @@ class FrameworkInfo:
 
     def unsupported_exchange(self, strategy: Strategy, emulation: Mapping[str, Any]) -> str | None:
         """Why an emulated accelerator of this framework cannot exchange real gradients with ``strategy``."""
-        if not emulated_cluster.exchanges_gradients(emulation) or strategy in self.emulated_exchanges:
+        if not exchanges_gradients(emulation) or strategy in self.emulated_exchanges:
             return None
         if not self.emulated_exchanges:
             return f"{self.name} has no emulated accelerators with real gradients (exchange = \"gradients\")"
@@ -132,7 +132,7 @@ class FrameworkInfo:
         ``device`` auto is taken as "may have a GPU": a GPU-only precision on a machine without
         one then fails in the worker with its reason. An emulated accelerator (device emulated) computes
         nothing: precision, memory format and compile only pick the profiled accelerator's compute time
-        (harness.contract.accelerators), whatever numerics the framework itself has.
+        (harness.machines.accelerators), whatever numerics the framework itself has.
         """
         if device == Device.EMULATED:
             return None

@@ -61,7 +61,7 @@ class RunSpec:
     compile: Compile = Compile.OFF
     strategy_options: Mapping[str, Any] = field(default_factory=dict)  # harness.experiment.strategies, resolved
     storage_options: Mapping[str, Any] = field(default_factory=dict)  # harness.storage.backends.StorageOptions, as data
-    emulation: Mapping[str, Any] = field(default_factory=dict)  # device emulated: harness.contract.accelerators.resolve
+    emulation: Mapping[str, Any] = field(default_factory=dict)  # device emulated: harness.machines.accelerators.resolve
     rules: Rules = Rules.ROSETTA  # mlperf_storage: MLPerf Storage's run rules; its seed is the scenario's + repeat
 
     @property

@@ -12,7 +12,7 @@ supervisor included, and on an emulated host its links' delay line), the load av
 frequency where the kernel reports one, so that a row measured while other processes took the CPUs is
 marked (``machine_busy``).
 
-An emulated cluster's run (harness.contract.emulated_cluster) stretches its steps k times, so it samples less
+An emulated cluster's run (harness.machines.emulated_cluster) stretches its steps k times, so it samples less
 often (:func:`sample_period_s`): a sample walks the machine's process table (psutil finds a tree's children
 in every ``/proc`` entry: 16.6 ms of CPU with 194 processes during a 32-rank run, 4.9 ms with 258 on a quiet
 machine): 32 ranks sampling twice a real second would take about half of a 2-core machine (16.6 ms x 64), CPU

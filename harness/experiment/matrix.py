@@ -6,12 +6,12 @@ from typing import Any, Mapping
 
 import frameworks
 from harness import launchers
-from harness.contract import accelerators
 from harness.contract.axes import Rules
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import WORKLOADS
 from harness.experiment import strategies
 from harness.experiment.scenario import Scenario, combinations
+from harness.machines import accelerators
 
 
 def expand(scenario: Scenario) -> list[RunSpec]:

@@ -11,7 +11,7 @@ Layout of a scenario file::
     [workload_options.<workload>]  # per-workload option overrides
     [strategy_options.<strategy>]  # per-strategy options (harness.experiment.strategies)
     [launcher_options.<launcher>]  # a launcher's settings (hosts, partition, image, ...)
-    [emulation]                    # device = "emulated": the accelerator (harness.contract.accelerators)
+    [emulation]                    # device = "emulated": the accelerator (harness.machines.accelerators)
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from harness import launchers
 from harness.base import config, network
 from harness.base.config import Where
 from harness.base.errors import UserError
-from harness.contract import accelerators
-from harness.contract.accelerators import EmulationOptions
 from harness.contract.axes import (
     Compile,
     Device,
@@ -42,6 +40,8 @@ from harness.contract.axes import (
 )
 from harness.contract.workloads import WORKLOADS
 from harness.experiment import strategies
+from harness.machines import accelerators
+from harness.machines.accelerators import EmulationOptions
 from harness.storage import backends as storage
 
 SCENARIO_FORMAT = 1
@@ -203,7 +203,7 @@ def _emulation(doc: Mapping[str, Any], settings: RunSettings, where: Where) -> E
     options = config.build(EmulationOptions, config.expect_table(doc["emulation"], where, "emulation"),
                            where.sub("emulation"))
     if not options.accelerator and not options.compute_s:
-        raise where.sub("emulation").error("accelerator", "missing: a profile name (harness/contract/accelerators.toml) "
+        raise where.sub("emulation").error("accelerator", "missing: a profile name (harness/machines/accelerators.toml) "
                                                           "or compute_s")
     if bool(options.input_workers) != bool(options.input_rate):
         missing = "input_rate" if options.input_workers else "input_workers"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from harness.base import network
 from harness.base.errors import UserError
-from harness.contract import emulated_cluster
 from harness.contract.spec import RunSpec
+from harness.machines import emulated_cluster
 
 NETNS_DIR = Path("/run/netns")  # where ip netns keeps the named namespaces
 # runs a command in a namespace host, as ssh would on a cluster (Open MPI's daemons, horovodrun's ranks)
@@ -78,7 +78,7 @@ def shapes_emulated_links(spec: RunSpec) -> bool:
 
 def shaping(spec: RunSpec, hosts: tuple[str, ...], remote: RemoteShell, interface: str) -> tuple[tuple[str, ...], ...]:
     """Commands that set each used host's link to the run's ``network`` value, or an emulated cluster's
-    links (harness.contract.emulated_cluster), on network-namespace hosts only."""
+    links (harness.machines.emulated_cluster), on network-namespace hosts only."""
     if remote != RemoteShell.NETNS:
         return ()
     if shapes_emulated_links(spec):

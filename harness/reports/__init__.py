@@ -1,8 +1,9 @@
-"""What people read: the summary over repeats (``aggregate``), terminal tables (``terminal``), charts
-(``charts``), the Markdown/HTML/notebook report (``notebook``), published figures (``reference``), their
-reproduction (``reproduce``), the history of a configuration across sweeps (``history``), its static site (``dashboard``) and the
-regression verdicts as a terminal table (``verdict_table``) and for CI systems (``ci_reports``: JUnit XML,
-Markdown, JSON).
+"""What people read of a sweep: the summary over repeats (``aggregate``), terminal tables (``terminal``), charts
+(``charts``, ``storage_charts``, ``emulation``), the Markdown/HTML/notebook report (``notebook``), a sweep's
+report as the commands print it (``sweep_report``), ``rosetta list`` (``catalog``), ``rosetta plan``
+(``plan``), ``rosetta equivalence`` (``equivalence_report``) and the storage rules' verdicts
+(``storage_rules``). The regression gate and reproduction have wings of their own (``harness.gate``,
+``harness.reproduction``).
 
-Imports ``harness.base``, ``contract``, ``experiment`` and ``results``; nothing below imports it.
+Imports ``harness.base``, ``contract``, ``machines``, ``experiment``, ``results`` and ``running``.
 """

@@ -4,7 +4,7 @@ chart of AU and throughput against the number of emulated accelerators, one line
 framework's input pipeline feeds its emulated accelerators (torch_ddp's DataLoader, tf_mwms's tf.data,
 chainer's iterator; the Horovod frameworks' are torch_ddp's and tf_mwms's, with Horovod's barrier), so a
 sweep over frameworks is summarized per framework too. Only MLPerf Storage's emulated accelerators (a sleep and a
-barrier): an emulated cluster's (real gradients, harness/contract/emulated_cluster.py) spend the AU it loses in
+barrier): an emulated cluster's (real gradients, harness/machines/emulated_cluster.py) spend the AU it loses in
 their exchange, which says nothing about the storage."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.contract.axes import Status
-from harness.contract.emulated_cluster import Exchange
+from harness.contract.axes import Exchange, Status
 from harness.reports.charts import save_figure
 from harness.reports.storage_charts import storage_label
 

@@ -95,7 +95,7 @@ class RunFacts:
     repeats: int  # runs of this configuration in the sweep
     au_rules: float | None  # the rules' AU (fraction), None where the run measured none
     au_threshold: float
-    compute_source: str  # where the slept time came from (harness.contract.accelerators.resolve)
+    compute_source: str  # where the slept time came from (harness.machines.accelerators.resolve)
     seeds_distinct: bool = True  # every run of the configuration so far had its own seed
     checkpoint_mb: float = 0.0  # the checkpoint phase's size (0: none)
 

@@ -111,7 +111,7 @@ COLUMNS: dict[str, str] = {
     "rank_peak_gpu_allocated_mb": "string",  # JSON list by rank (null: a rank that held none)
     "peak_gpu_reserved_mb": "Float64",  # accelerator memory its caching allocator reserved at most, largest rank (MiB)
     "rank_peak_gpu_reserved_mb": "string",  # JSON list by rank (null: a rank that held none)
-    "model_flops_per_sample": "Float64",  # training FLOPs of one sample: 3 x forward, layer by layer (harness.contract.model_flops)
+    "model_flops_per_sample": "Float64",  # training FLOPs of one sample: 3 x forward, layer by layer (harness.machines.model_flops)
     "achieved_tflops": "Float64",  # model_flops_per_sample x throughput / peak_devices / 1e12: per device
     "peak_tflops": "Float64",  # one device's dense peak at the run's precision (TFLOP/s)
     "peak_source": "string",  # where peak_tflops comes from: the peak table's source, or "measured: ..." (CPU)
@@ -136,7 +136,7 @@ COLUMNS: dict[str, str] = {
     "partition_load_mb_s": "Float64",  # BERT: those partitions' bytes / their load seconds, MB (1e6) per second
     "accelerator": "string",  # device emulated: the accelerator profile each rank stood for (or custom)
     "compute_s": "Float64",  # device emulated: profiled compute time per step (s), as slept
-    "compute_source": "string",  # where compute_s came from (harness/contract/accelerators.toml)
+    "compute_source": "string",  # where compute_s came from (harness/machines/accelerators.toml)
     "emulated_step": "string",  # sleep (the emulation) | spin (a busy loop of the same length: fidelity check)
     "compute_error_frac": "Float64",  # |mean time a step's compute took - compute_s| / compute_s, worst rank
     "au": "Float64",  # accelerator utilization: compute_s x steps / window time, slowest rank (MLPerf Storage)
@@ -146,7 +146,7 @@ COLUMNS: dict[str, str] = {
     "loader_busy": "Float64",  # a rank's loader processes' CPU seconds / (window x loader workers), worst rank
     "loader_cpu_bound": "boolean",  # AU under threshold, worst data stall >= a quarter of the shortfall, CPUs or loaders saturated
     "exchange": "string",  # device emulated: barrier (MLPerf Storage's) | gradients (the emulated cluster's)
-    "intra_link": "string",  # the emulated link between GPUs of a host (harness/contract/interconnects.toml)
+    "intra_link": "string",  # the emulated link between GPUs of a host (harness/machines/interconnects.toml)
     "inter_link": "string",  # the emulated network card of each host
     "dilation": "Float64",  # time dilation k: measured seconds were divided by it (throughput x k)
     "step_variation": "string",  # the measured spread the emulated GPUs' steps drew from; empty: exact steps

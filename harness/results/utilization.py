@@ -1,9 +1,9 @@
 """Achieved model FLOP/s and model FLOPs utilization (MFU) of a run, for its row.
 
-achieved FLOP/s = training FLOPs per sample (:mod:`harness.contract.model_flops`: 3 x the forward's,
+achieved FLOP/s = training FLOPs per sample (:mod:`harness.machines.model_flops`: 3 x the forward's,
 counted layer by layer as the equivalence contract counts them) x the run's samples/s (all ranks).
 MFU = achieved FLOP/s / (devices x one device's dense peak at the run's precision). A GPU's peak comes
-from the table kept as data with sources (:mod:`harness.contract.peaks`), one device per rank. A CPU's
+from the table kept as data with sources (:mod:`harness.machines.peaks`), one device per rank. A CPU's
 is measured on this machine: the best FLOP/s of a float32 matrix product, in NumPy's BLAS and in
 PyTorch's (where installed, in a process of its own: the harness imports no framework), the faster of the
 two, every core they may use. A CPU's peak is what its best library reaches: on this project's 2-core
@@ -27,10 +27,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from harness.contract.axes import Precision
-from harness.contract.model_flops import training_flops_per_sample
-from harness.contract.peaks import Peak, device_peak
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import WORKLOADS
+from harness.machines.model_flops import training_flops_per_sample
+from harness.machines.peaks import Peak, device_peak
 from harness.results.provenance import cpu_model
 
 GEMM_SIZE = 2048  # n of the n x n x n float32 product: 17 GFLOP, large enough for a BLAS's best

@@ -1,12 +1,13 @@
 """An emulated accelerator's columns of a result row (device emulated): MLPerf Storage's AU and its verdict,
-and the emulated cluster's dilation and validity (harness.contract.emulated_cluster)."""
+and the emulated cluster's dilation and validity (harness.machines.emulated_cluster)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.contract import emulated_cluster
+from harness.contract.axes import Exchange, exchanges_gradients
 from harness.contract.events import RankRecord
+from harness.machines import emulated_cluster
 
 CPU_SATURATED = 0.9  # busy fraction of the machine's CPUs, or of a rank's loader processes, taken as saturated
 
@@ -52,7 +53,7 @@ def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
     copies and reductions, not the links, set that part, and it is in the step). Busy alone does not
     say it: Open MPI's ranks poll while they wait for the links. Such a row is not a prediction.
     With the emulated host's loader: its workers, rate and the share of the window the worst rank waited."""
-    if not emulated_cluster.exchanges_gradients(reported[0]):
+    if not exchanges_gradients(reported[0]):
         return {"exchange": reported[0].get("exchange", "barrier")}
     k = reported[0]["dilation"]
     busy = _most(reported, "host_cpu_busy")
@@ -65,7 +66,7 @@ def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
     if reported[0].get("input_workers"):  # the emulated host's loader: the worst rank's share waiting for it
         loader = {"input_workers": reported[0]["input_workers"], "input_rate": reported[0]["input_rate"],
                   "data_stall_frac": _most(reported, "input_stall")}
-    return {**loader, "exchange": emulated_cluster.Exchange.GRADIENTS.value, "dilation": k,
+    return {**loader, "exchange": Exchange.GRADIENTS.value, "dilation": k,
             "step_variation": reported[0].get("step_variation"),
             "intra_link": reported[0]["intra_link"] or None, "inter_link": reported[0]["inter_link"] or None,
             "emulation_late_s": max(e["late_s"] for e in reported) / k,

@@ -24,13 +24,13 @@ from harness.contract.equivalence import (
     flops_per_sample,
     probe_recipe,
 )
-from harness.contract.model_flops import llama_parameters
 from harness.contract.workloads import (
     BERT_BASE_PRETRAINING_PARAMS,
     LLAMA31_8B_PARAMS,
     RESNET50_PARAMS,
     WORKLOADS,
 )
+from harness.machines.model_flops import llama_parameters
 
 DEFAULT_STEPS = 4
 DEFAULT_SEED = 0
@@ -53,7 +53,7 @@ PUBLISHED_PARAMETERS = {Workload.RESNET50: RESNET50_PARAMS, Workload.BERT: BERT_
                         Workload.LLAMA: LLAMA31_8B_PARAMS}
 # The largest size a probe builds: Llama 3.1 8B holds 32 GB of fp32 weights (no CPU test builds it). Asked for
 # a larger one, the probe builds this and checks its parameters against the count the harness makes from the
-# options (harness.contract.model_flops.llama_parameters), which is itself held to the published count at full.
+# options (harness.machines.model_flops.llama_parameters), which is itself held to the published count at full.
 PROBE_SIZE_CAP = {Workload.LLAMA: Size.SMALL}
 COUNTED_PARAMETERS = {Workload.LLAMA: llama_parameters}
 SIZE_ORDER = (Size.TINY, Size.SMALL, Size.FULL, Size.LARGE)

@@ -1,6 +1,7 @@
 """The scaling model: predicted efficiency from an interconnect (``model``, presets in
-``interconnects.toml``), projections to clusters not at hand (``projection``) and the model checked
-against measured runs (``check``).
+``harness/machines/interconnects.toml``), projections to clusters not at hand (``projection``,
+``projection_report``) and the model checked against measured runs (``check``); its prediction of a published
+curve is ``harness.reproduction.prediction``.
 
-Imports ``harness.base``, ``contract``, ``results``, ``reports`` and ``comm`` (measured bandwidth).
+Imports ``harness.base``, ``contract``, ``machines``, ``results``, ``reports`` and ``comm`` (measured bandwidth).
 """

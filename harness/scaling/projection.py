@@ -1,6 +1,6 @@
 """``rosetta project``: the scaling model where no machine here reaches, 8 to 1024 GPUs.
 
-Interconnects and single-GPU baselines are data (harness/contract/interconnects.toml, format 1):
+Interconnects and single-GPU baselines are data (harness/machines/interconnects.toml, format 1):
 the network between nodes is one link preset, the link within a node another.
 """
 
@@ -14,7 +14,7 @@ import pandas as pd
 from harness.base.errors import UserError
 from harness.comm import results as comm_results
 from harness.contract.axes import CommAlgorithm
-from harness.contract.interconnects import INTERCONNECTS_FILE, LinkPreset, load_presets  # noqa: F401 (re-exported)
+from harness.machines.interconnects import INTERCONNECTS_FILE, LinkPreset, load_presets  # noqa: F401 (re-exported)
 from harness.reports.charts import save_figure
 from harness.scaling import check as scaling_check
 from harness.scaling.model import GRADIENT_BYTES_PER_PARAMETER, Link, Network, link_from_allreduce, predict

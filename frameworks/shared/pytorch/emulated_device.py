@@ -24,9 +24,9 @@ import torch.distributed as dist
 from frameworks.shared import emulated_rank
 from frameworks.shared.pytorch import checkpointing, runtime
 from frameworks.shared.pytorch.batches import batch_source
-from harness.contract import emulation
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
+from harness.machines import emulation
 
 
 def run(spec: RunSpec, events: EventWriter, rank: int, world: int, barrier: Callable[[], None],

@@ -1,5 +1,5 @@
 """Emulated accelerators with real gradients, for PyTorch DDP and Horovod PyTorch (device emulated,
-``exchange = "gradients"``: harness/contract/emulated_cluster.py).
+``exchange = "gradients"``: harness/machines/emulated_cluster.py).
 
 The rank holds the real model's parameters (built as a training rank builds it: the same tensors, sizes
 and order) and does none of its math. An emulated step's forward sleeps its share of the profiled
@@ -32,9 +32,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from frameworks.shared.emulated_clock import GRADIENT_VALUE, InputClock, LayerClock, StepFactors
 from frameworks.shared.pytorch.training import build_model, loss_of
-from harness.contract import emulated_cluster
+from harness.contract.axes import exchanges_gradients
 from harness.contract.equivalence import fixed_batch
 from harness.contract.spec import RunSpec
+
 
 class EmulatedModel(nn.Module):
     """The real model's parameters under a forward and backward that take the profiled time.
@@ -137,7 +138,7 @@ def build(spec: RunSpec, rank: int) -> EmulatedModel:
 
 def applies(spec: RunSpec) -> bool:
     """Whether the run's emulated accelerators exchange real gradients (else: a barrier, no model)."""
-    return emulated_cluster.exchanges_gradients(spec.emulation)
+    return exchanges_gradients(spec.emulation)
 
 
 def training_step(model: nn.Module, emulated: EmulatedModel, optimizer: torch.optim.Optimizer,

@@ -3,7 +3,7 @@ embedding (the rotate-half form), grouped-query attention (``num_kv_heads`` key/
 ``num_heads / num_kv_heads`` query heads), a SwiGLU feed-forward, no biases, an untied LM head, and the causal
 language-model loss (every position predicts the next token). Its options are the workload's
 (harness/contract/workloads.py); its parameters and FLOPs are held to the harness's count of them
-(harness/contract/model_flops.py) by the equivalence probe.
+(harness/machines/model_flops.py) by the equivalence probe.
 
 The attention's head counts are read from its projections' outputs, not fixed at build time, so that tensor
 parallelism, which splits the projections by heads, leaves each rank with its own heads.

@@ -36,13 +36,13 @@ from frameworks.shared.pytorch.runtime import versions
 from frameworks.shared.pytorch.training import build_model, dense_bytes, loss_of, optimizer_from_recipe
 from frameworks.torch_ddp.strategies.hogwild import SharedModel, one_host_problem, threads_per_process
 from frameworks.torch_ddp.strategies.parameter_server import ParameterServerTraining
-from harness.contract import emulation
 from harness.contract.axes import Compile, Device, MemoryFormat, Precision, Strategy
 from harness.contract.equivalence import recipe
 from harness.contract.events import HOST_VARIABLE, EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import samples_per_step
+from harness.machines import emulation
 
 PARAMETER_SERVERS = (Strategy.PS_SYNC, Strategy.PS_ASYNC)
 SHARED_MEMORY = (Strategy.HOGWILD, Strategy.HOGWILD_LOCKED)

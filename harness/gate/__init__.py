@@ -1,0 +1,10 @@
+"""The regression gate: whether throughput moved, and whether CI should fail.
+
+``compare`` (two result sets configuration by configuration), ``history`` (each configuration's series across
+sweeps on each machine, and the gate's verdict on the newest sweep), ``changepoints`` (levels, steps,
+outliers, trends), ``history_chart``, ``dashboard`` (the static site; ``dashboard_pages``, ``dashboard_svg``,
+``dashboard_assets``), ``verdict_table`` (compare's and history's terminal tables) and ``ci_reports``
+(JUnit XML, Markdown, JSON).
+
+Imports ``harness.base``, ``contract``, ``results`` and ``reports`` (the charts' common parts).
+"""

@@ -1,0 +1,92 @@
+"""``rosetta dashboard``: a static site of every series' history, like ``asv publish``.
+
+Written into one folder, to be opened from disk or served as plain files: ``index.html`` (every series:
+its dimensions, newest figure and verdict, a small chart; filters), ``regressions.html`` (the series whose
+newest sweep regressed, by the same verdict as ``rosetta history``'s gate, and past confirmed steps down),
+one ``series-<id>.html`` per series (its chart with levels, steps, outliers and trends, and the provenance
+that changed at each step), ``dashboard.css`` and ``dashboard.js``. Nothing is fetched from elsewhere.
+
+The statistics are :mod:`harness.gate.history`'s (this module only selects and lays out); the pages are
+:mod:`harness.gate.dashboard_pages`, the charts :mod:`harness.gate.dashboard_svg`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from harness.gate import dashboard_assets, dashboard_pages
+from harness.gate.history import Series, Step
+
+DIMENSIONS = ("framework", "workload", "storage", "strategy")  # the index's filters, besides machine and verdict
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One series as the pages show it: the series, its page's file name and its dimensions' values."""
+
+    series: Series
+    page: str  # file name of its page, e.g. series-0a1b2c3d4e5f.html
+    dimensions: dict  # DIMENSIONS -> value (text)
+
+    @property
+    def latest(self):
+        """The newest sweep with a figure (samples/s), or None."""
+        judged = [p for p in self.series.points if math.isfinite(p.rate)]
+        return judged[-1] if judged else None
+
+
+def page_name(s: Series) -> str:
+    """A file name per series, stable across runs and free of the data's characters."""
+    digest = hashlib.sha1(f"{s.config_id}\0{s.machine}".encode()).hexdigest()[:12]
+    return f"series-{digest}.html"
+
+
+def dimensions(table: pd.DataFrame) -> dict[str, dict[str, str]]:
+    """config_id -> each of DIMENSIONS as text (from the configuration's first row)."""
+    present = [d for d in DIMENSIONS if d in table.columns]
+    first = table.drop_duplicates("config_id")[["config_id", *present]]
+    return {str(row["config_id"]): {d: str(row.get(d, "")) for d in DIMENSIONS} for row in first.to_dict("records")}
+
+
+def entries(all_series: Sequence[Series], dims: dict[str, dict[str, str]]) -> list[Entry]:
+    """The series in the index's order: regressions first, then by label and machine."""
+    ordered = sorted(all_series, key=lambda s: (not s.verdict.fails, s.label, s.machine))
+    return [Entry(s, page_name(s), dims.get(s.config_id, {d: "" for d in DIMENSIONS})) for s in ordered]
+
+
+def current_step(s: Series) -> Step | None:
+    """The step the newest sweep's regression is about: the suspected one, or the one it confirmed."""
+    if not s.verdict.fails:
+        return None
+    wanted = s.verdict.status
+    candidates = [st for st in s.steps if st.direction == "down" and st.verdict == wanted]
+    return candidates[-1] if candidates else None
+
+
+def past_steps_down(s: Series) -> list[Step]:
+    """Confirmed steps down of the series other than the one its newest sweep's verdict is about."""
+    now = current_step(s)
+    return [st for st in s.steps if st.direction == "down" and st.verdict == "confirmed" and st is not now]
+
+
+def write(all_series: Sequence[Series], table: pd.DataFrame, out: Path, title: str) -> Path:
+    """Write the site into ``out`` (created); return the index page's path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    listed = entries(all_series, dimensions(table))
+    (out / "dashboard.css").write_text(dashboard_assets.CSS)
+    (out / "dashboard.js").write_text(dashboard_assets.JS)
+    (out / "index.html").write_text(dashboard_pages.index(listed, title))
+    (out / "regressions.html").write_text(dashboard_pages.regressions(
+        listed, title, current_step, past_steps_down))
+    for stale in set(out.glob("series-*.html")) - {out / e.page for e in listed}:
+        stale.unlink()  # a series an earlier run wrote that this one does not have: not left to mislead
+    for entry in listed:
+        (out / entry.page).write_text(dashboard_pages.series_page(entry, title))
+    return out / "index.html"

@@ -1,0 +1,251 @@
+"""Each configuration's throughput over time on each machine, its levels and changes, and the gate's verdict.
+
+The store is the results table itself (``results.parquet``): every run of every sweep is appended to it
+and none is ever dropped; several stores (e.g. one per CI machine) can be read together.
+
+A **series** is one configuration (``config_id``) on one machine (``MACHINE_FIELDS``: the host and what the
+provenance says makes machines differ), so stores from two machines never mix. Each sweep of a series is
+one point; :mod:`harness.gate.changepoints` finds its levels, steps, outliers and trends from every
+launch's figure. A change of provenance (versions, driver, commit) between consecutive sweeps is shown
+beside the step it may explain.
+
+The **gate** reads the newest sweep of every series: a regression when it is a *suspected* step down (it
+alone departs from its level) or when a step down was *confirmed* by it (the step is in this analysis and
+was not in the one without this sweep). Launches measured on a busy machine (``machine_busy``) are left
+out; a sweep with no other launch is not judged, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from harness.base.errors import UserError
+from harness.contract.axes import Status
+from harness.gate import changepoints as cp, compare
+from harness.results import table as results
+
+MACHINE_FIELDS = ("host", "cpu_model", "cpu_cores", "gpu_model", "gpu_count")  # series never mix across these
+BUSY_COLUMNS = ("machine_busy", "busy_note", "other_cpu_share")  # a busy launch is left out (table.is_busy)
+REGRESSION, IMPROVEMENT, SAME, NOT_JUDGED = "regression", "improvement", "no change", "not judged"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sweep of one series."""
+
+    sweep_id: str
+    timestamp: str  # UTC ISO 8601 of the sweep's last run
+    runs: int  # rows of this series in the sweep
+    repeats: int  # launches measured (ok) and judged
+    launch_rates: tuple[float, ...]  # samples/s of each such launch (changepoints.launch_rate)
+    rate: float  # samples/s, the sweep's figure (median of its launches); NaN: not judged
+    throughput_median: float  # samples/s, median of the rows' own throughput column
+    fitted: float  # samples/s, the level (or trend) at this sweep; NaN: not judged
+    label: str = ""  # "outlier", or why not judged ("busy: ...", "nothing measured")
+    provenance: tuple[str, ...] = ()  # what differs from the previous sweep
+
+
+@dataclass(frozen=True)
+class Step:
+    """A change between two levels of a series, at the sweep it starts on."""
+
+    sweep_id: str
+    timestamp: str
+    direction: str  # "down" (slower) or "up" (faster)
+    change: float  # fraction of throughput, after / before - 1
+    before: float  # samples/s
+    after: float  # samples/s
+    p_value: float
+    verdict: str  # "suspected" (the newest sweep alone) or "confirmed"
+    provenance: tuple[str, ...] = ()  # what changed at that sweep: the likely cause
+
+
+@dataclass(frozen=True)
+class Span:
+    """A level (slope 0) or a trend: sweeps ``first`` to ``last`` of the series."""
+
+    first: str  # sweep ids
+    last: str
+    rate: float  # samples/s at its first sweep
+    end_rate: float  # samples/s at its last sweep
+    slope: float = 0.0  # fraction of throughput per sweep (a trend; negative: getting slower)
+    p_value: float = math.nan
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's reading of a series' newest sweep."""
+
+    sweep_id: str
+    verdict: str  # REGRESSION, IMPROVEMENT, SAME or NOT_JUDGED
+    status: str = ""  # "suspected" or "confirmed" for a regression or an improvement
+    change: float = math.nan  # fraction of throughput against the level before
+    p_value: float = math.nan
+    note: str = ""
+
+    @property
+    def fails(self) -> bool:
+        return self.verdict == REGRESSION
+
+
+@dataclass(frozen=True)
+class Series:
+    """One configuration on one machine over time: what a report or a dashboard draws."""
+
+    config_id: str
+    machine: str  # "host (cpu model, cores, gpu)"
+    label: str
+    unit: str  # samples are images or sequences
+    points: tuple[Point, ...]
+    levels: tuple[Span, ...]
+    steps: tuple[Step, ...]  # confirmed steps, then the newest sweep's suspected one if any
+    outliers: tuple[str, ...]  # sweep ids
+    verdict: Verdict
+    noise: float  # one sweep's figure's standard deviation, a fraction
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def trends(self) -> tuple[Span, ...]:
+        return tuple(s for s in self.levels if s.slope)
+
+
+def load(sources: Sequence[str | Path]) -> pd.DataFrame:
+    frames = [compare.load_source(s, "all") for s in sources]
+    return pd.concat(frames, ignore_index=True).drop_duplicates("run_id")
+
+
+def _present(value) -> bool:
+    return value is not None and not pd.isna(value) and str(value) != ""
+
+
+def machine_of(row) -> str:
+    """The machine a row was measured on, in words: "host (cpu model, N cores, gpu model x count)"."""
+    value = {f: row[f] if f in row and _present(row[f]) else None for f in MACHINE_FIELDS}
+    facts = [str(value["cpu_model"]) if value["cpu_model"] else "",
+             f"{value['cpu_cores']} cores" if value["cpu_cores"] else "",
+             f"{value['gpu_model']} x{value['gpu_count'] or 1}" if value["gpu_model"] else ""]
+    host = str(value["host"]) if value["host"] else "unknown host"
+    facts = [f for f in facts if f]
+    return f"{host} ({', '.join(facts)})" if facts else host
+
+
+def select(table: pd.DataFrame, config_id: str | None = None, host: str | None = None) -> pd.DataFrame:
+    """The rows of the configurations starting with ``config_id`` on hosts named ``host``."""
+    if config_id is not None:
+        known = sorted(table["config_id"].dropna().unique())
+        matches = [c for c in known if str(c).startswith(config_id)]
+        if not matches:
+            raise UserError(f"--config: no configuration {config_id!r}; known: {', '.join(known)}")
+        table = table[table["config_id"].isin(matches)]
+    if host is not None:
+        hosts = sorted({str(h) for h in table["host"].dropna()})
+        if host not in hosts:
+            raise UserError(f"--host: no host {host!r}; known: {', '.join(hosts) or '(none recorded)'}")
+        table = table[table["host"] == host]
+    return table
+
+
+def series(table: pd.DataFrame, *, config_id: str | None = None, host: str | None = None,
+           last: int | None = None, settings: cp.Settings = cp.Settings()) -> list[Series]:
+    """Every series in the table (configuration x machine), its last ``last`` sweeps analysed."""
+    table = select(table, config_id, host)
+    wanted = [c for c in table.columns if c in NEEDED or c in MACHINE_FIELDS or c in compare.PROVENANCE_FIELDS]
+    groups: dict[tuple[str, str], dict[str, list[dict]]] = {}
+    for row in table[wanted].to_dict("records"):  # plain records: pandas per sweep costs 20x the analysis
+        key = (str(row["config_id"]), machine_of(row))
+        groups.setdefault(key, {}).setdefault(str(row["sweep_id"]), []).append(row)
+    return [one_series(sweeps, settings, last) for sweeps in groups.values()]
+
+
+NEEDED = ("config_id", "sweep_id", "timestamp", "status", "reason", "step_times_s", "throughput", "global_batch",
+          "sample_unit", "framework", "workload", "size", "nodes", "procs_per_node", "batch_per_worker", "strategy",
+          "storage", "launcher", *BUSY_COLUMNS)
+
+
+def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int | None = None) -> Series:
+    """One configuration on one machine: its sweeps (rows per sweep id) in time order, analysed."""
+    stamps = {sid: max(str(r["timestamp"]) for r in rows) for sid, rows in by_sweep.items()}
+    ids = sorted(by_sweep, key=lambda sid: stamps[sid])[-last if last else 0:]
+    first = by_sweep[ids[0]][0]
+    batch = float(first["global_batch"])
+    launches, why = zip(*(_launch_rates(by_sweep[sid], batch) for sid in ids))
+    launches = [list(x) for x in launches]
+    judged = [bool(x) for x in launches]
+    analysis = cp.analyse(launches, settings, judged)
+    before = cp.analyse(launches[:-1], settings, judged[:-1]) if len(launches) > 1 else None
+    facts = [compare.provenance_facts(by_sweep[sid]) for sid in ids]
+    provenance = [()] + [compare.facts_changes(a, b) for a, b in zip(facts, facts[1:])]
+    points = tuple(Point(
+        sweep_id=sid, timestamp=stamps[sid], runs=len(by_sweep[sid]), repeats=len(launches[i]),
+        launch_rates=tuple(launches[i]), rate=analysis.rates[i], fitted=analysis.fitted[i],
+        throughput_median=_median([r["throughput"] for r in by_sweep[sid] if r["status"] == Status.OK.value]),
+        label="outlier" if i in analysis.outliers else why[i], provenance=provenance[i],
+    ) for i, sid in enumerate(ids))
+    steps = [_step(c, ids, stamps, provenance) for c in analysis.changes]
+    if analysis.newest:
+        steps.append(_step(analysis.newest, ids, stamps, provenance))
+    return Series(
+        config_id=str(first["config_id"]), machine=machine_of(first), label=compare.label_of(first),
+        unit=str(first["sample_unit"]), points=points,
+        levels=tuple(Span(first=ids[lv.start], last=ids[lv.stop - 1], rate=lv.rate, end_rate=lv.end_rate,
+                          slope=lv.slope, p_value=lv.p_value) for lv in analysis.levels),
+        steps=tuple(steps), outliers=tuple(ids[i] for i in analysis.outliers),
+        verdict=_verdict(analysis, before, ids, list(why)), noise=analysis.noise, notes=analysis.notes)
+
+
+def _median(values) -> float:
+    values = sorted(float(v) for v in values if _present(v))
+    return float(pd.Series(values).median()) if values else math.nan
+
+
+def _launch_rates(rows: list[dict], batch: float) -> tuple[list[float], str]:
+    """samples/s of each measured launch that did not run on a busy machine; else why none."""
+    ok = [r for r in rows if r["status"] == Status.OK.value and _present(r["step_times_s"])]
+    if not ok:
+        return [], "nothing measured: " + ", ".join(sorted({str(r["status"]) for r in rows}))
+    quiet = [r for r in ok if not results.is_busy(r)]
+    if not quiet:
+        return [], f"not judged: the machine was busy in all {len(ok)} launches ({results.busy_figure(ok[0])})"
+    rates = [r for r in (cp.launch_rate(json.loads(r["step_times_s"]), batch) for r in quiet) if math.isfinite(r)]
+    return rates, "" if rates else "not judged: no finite, positive step time in its launches"
+
+
+def _step(change: cp.Change, ids: list[str], stamps: dict[str, str], provenance) -> Step:
+    sid = ids[change.index]
+    return Step(sweep_id=sid, timestamp=stamps[sid], direction=change.direction, change=change.change,
+                before=change.before, after=change.after, p_value=change.p_value, verdict=change.verdict,
+                provenance=provenance[change.index])
+
+
+def _verdict(now: cp.Analysis, before: cp.Analysis | None, ids: list[str], why: list[str]) -> Verdict:
+    """The newest sweep: suspected, newly confirmed, no change, or why it is not judged."""
+    newest = ids[-1]
+    if why[-1]:
+        return Verdict(newest, NOT_JUDGED, note=why[-1])
+    if now.notes:
+        return Verdict(newest, NOT_JUDGED, note=now.notes[0])
+    known = {c.index for c in before.changes} if before else set()
+    fresh = [c for c in now.changes if not {c.index - 1, c.index, c.index + 1} & known]
+    if fresh and fresh[-1] is now.changes[-1]:
+        c = fresh[-1]
+        return Verdict(newest, REGRESSION if c.direction == cp.DOWN else IMPROVEMENT, cp.CONFIRMED, c.change,
+                       c.p_value, note=f"a step {c.direction} at sweep {ids[c.index]}, confirmed by this sweep")
+    if now.newest:
+        c = now.newest
+        since = "this sweep departs" if ids[c.index] == newest else f"the sweeps since {ids[c.index]} depart"
+        return Verdict(newest, REGRESSION if c.direction == cp.DOWN else IMPROVEMENT, cp.SUSPECTED, c.change,
+                       c.p_value, note=f"{since} from their level; later sweeps confirm or withdraw it")
+    trend = next((lv for lv in now.levels if lv.slope and lv.stop == len(ids)), None)
+    note = f"on a trend of {trend.slope:+.2%} per sweep" if trend else ""
+    return Verdict(newest, SAME, note=note)
+
+
+def gate_failed(all_series: Sequence[Series]) -> bool:
+    """True when a CI gate should fail: some series' newest sweep is a (suspected or confirmed) regression."""
+    return any(s.verdict.fails for s in all_series)

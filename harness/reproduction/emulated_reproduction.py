@@ -1,0 +1,192 @@
+"""``rosetta reproduce NAME --at emulated``: a reference's published configuration on the emulated GPU cluster
+(harness/machines/emulated_cluster.py): the published GPUs per node, nodes per point, batch, precision,
+framework and interconnect, each GPU an emulated accelerator (``[published] accelerator``) whose real
+gradients cross the published links, shaped and time-dilated, between network-namespace hosts.
+
+What covers a reference is data on both sides: its ``[published]`` accelerator, links and runs, and the
+registries (an accelerator profile for every run's batch and precision; the framework's declared
+``emulated_exchanges``). A point that needs more emulated ranks than this machine's memory holds is a
+skipped row saying so (each rank holds the model's parameters, gradients and the exchange's buffers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import psutil
+
+import frameworks
+from harness import launchers
+from harness.base.errors import UserError
+from harness.contract.axes import Exchange, Precision, Size, Strategy, Workload
+from harness.contract.workloads import WORKLOADS
+from harness.experiment import scenario
+from harness.machines import accelerators, model_flops
+from harness.reproduction.published import points, published_document
+from harness.reproduction.reference import Reference
+from harness.results import metrics
+
+RANK_BYTES_PER_GRADIENT_BYTE = 3  # parameters, gradients, DDP's buckets or Horovod's fusion buffer
+# of the memory available now that the emulated ranks may take together; the rest is the harness's, the
+# kernel's socket buffers' and the page cache's
+MEMORY_SHARE = 0.85
+# the launcher of a framework's ranks on namespace hosts: torchrun's rendezvous, horovodrun's Gloo (its ranks
+# block while they wait; Open MPI's poll, which saturates this machine's cores), else mpirun's daemons
+NETNS_LAUNCHERS = ("torchrun", "horovodrun", "mpirun")
+GRADIENTS = {"exchange": Exchange.GRADIENTS.value}  # an emulated cluster's [emulation], as far as support goes
+
+
+def rank_bytes(ref: Reference) -> float:
+    """Bytes one emulated rank of the published model needs, in the hungriest of its runs' frameworks
+    (FrameworkInfo.emulated_rank_base_bytes; measured: 555 MB a DDP rank, 601 a Horovod one, for ResNet-50)."""
+    pub = ref.published
+    options = WORKLOADS[Workload(pub.workload)].options(Size(pub.size))
+    grad = 4 * max(pub.parameters, model_flops.weight_parameters(Workload(pub.workload), options))
+    base = max(frameworks.get(run.framework).emulated_rank_base_bytes for run in pub.runs)
+    return base + RANK_BYTES_PER_GRADIENT_BYTE * grad
+
+
+def max_ranks(ref: Reference) -> int:
+    """Emulated ranks this machine's available memory holds at once."""
+    return max(1, int(psutil.virtual_memory().available * MEMORY_SHARE // rank_bytes(ref)))
+
+
+def coverage(ref: Reference) -> str | None:
+    """Why ``--at emulated`` cannot run the reference's published configuration, or None."""
+    pub = ref.published
+    if pub is None:
+        return "no [published] configuration"
+    if not pub.accelerator:
+        return "no [published] accelerator (a profile of harness/machines/accelerators.toml)"
+    for run in pub.runs:
+        if run.framework not in frameworks.names():
+            return f"no framework {run.framework}"
+        reason = frameworks.get(run.framework).unsupported_exchange(Strategy(run.strategy), GRADIENTS)
+        if reason:
+            return reason
+        try:
+            accelerators.lookup(pub.accelerator, Workload(pub.workload), run.batch_per_worker,
+                                Precision(run.precision), accelerators.load_profiles()[0])
+        except UserError as exc:
+            return str(exc).removeprefix("emulation: ")
+    return None
+
+
+def emulated_here(ref: Reference) -> str:
+    """``rosetta reproduce --list``'s column: what ``--at emulated`` runs of the reference, or why not."""
+    reason = coverage(ref) if ref.published is not None else None
+    if ref.published is None:
+        return "-"
+    if reason:
+        return f"no: {reason}"
+    pts = points(ref)
+    fits = max_ranks(ref)
+    most = max(p.gpus for p in pts)
+    beyond = "" if most <= fits else f"; points above {fits} GPUs skipped (memory: {rank_bytes(ref) / 1e6:.0f} MB a rank)"
+    return f"yes: {len(pts)} points, up to {most} emulated {ref.published.accelerator} GPUs{beyond}"
+
+
+def launcher_for(framework: str) -> str:
+    """The framework's first launcher that reaches network-namespace hosts."""
+    usable = [name for name in frameworks.get(framework).launchers if name in NETNS_LAUNCHERS]
+    if not usable:
+        raise UserError(f"{framework}: none of its launchers reaches network-namespace hosts ({', '.join(NETNS_LAUNCHERS)})")
+    return usable[0]
+
+
+def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
+                      dilation: float = 0.0, framework: str | None = None) -> scenario.Scenario:
+    """The published configuration on emulated hosts ``hosts`` (name -> address): device emulated, real
+    gradients, the published links (``framework``: another one than the published); warm-up 1, 4 measured
+    steps and one repeat unless ``settings`` say otherwise (a dilated step of 16 GPUs lasts tens of seconds)."""
+    reason = coverage(ref)
+    if reason:
+        raise UserError(f"{ref.id}: --at emulated: {reason}")
+    pub = ref.published
+    doc = published_document(ref, device="emulated", settings={"warmup_steps": 1, "measured_steps": 4, "repeats": 1,
+                                                               "timeout_s": 3600, **(settings or {})})
+    if framework and framework not in frameworks.names():
+        raise UserError(f"--framework: unknown framework {framework!r}; known: {', '.join(frameworks.names())}")
+    for combo in (doc["matrix"], *doc["include"]):
+        combo["framework"] = framework or combo["framework"]
+        combo["launcher"] = launcher_for(combo["framework"])
+    names, addresses = list(hosts), list(hosts.values())
+    doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in NETNS_LAUNCHERS}
+    doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
+                        "inter_link": pub.inter_link, "dilation": dilation}
+    doc["name"], doc["description"] = f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
+    return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=doc["name"])
+
+
+def netns_options(launcher: str, names: list[str], addresses: list[str]) -> dict[str, Any]:
+    """``[launcher_options.<launcher>]`` naming the namespace hosts (and their addresses, where it takes them)."""
+    takes = {f.name for f in dataclasses.fields(launchers.module(launcher).Options)}
+    return {"hosts": names, "remote": "netns", **({"addresses": addresses} if "addresses" in takes else {})}
+
+
+def hosts_needed(ref: Reference) -> int:
+    return max(p.nodes for p in points(ref))
+
+
+def error_lines(ref: Reference, rows: pd.DataFrame, predicted: pd.DataFrame) -> list[str]:
+    """For a sweep on the emulated cluster: each point's efficiency (against the series' first point, as
+    published) beside the published one, the error in percentage points with the point's dilation and
+    whether this machine kept up, and the mean absolute error beside the scaling model's on the same points."""
+    if rows.empty or "dilation" not in rows or not rows["device"].eq("emulated").all() or ref.published is None:
+        return []
+    lines = []
+    series = {s.label: s for s in ref.series}
+    for run in ref.published.runs:
+        ok = rows[(rows["batch_per_worker"] == run.batch_per_worker) & (rows["precision"] == run.precision)
+                  & (rows["status"] == "ok")]
+        by = ok.groupby("world_size").agg(tp=("throughput", "median"), k=("dilation", "max"),
+                                          saturated=("emulation_saturated", lambda s: bool(s.fillna(False).any())))
+        first = series[run.series].gpus[0]
+        if first not in by.index:
+            continue
+        base = by.loc[first, "tp"] / first
+        parts, errors, model, intervals = [], [], [], 0
+        for n, published in zip(series[run.series].gpus[1:], series[run.series].efficiencies()[1:]):
+            if n not in by.index:
+                continue
+            eff = by.loc[n, "tp"] / (n * base)
+            errors.append((eff - published) * 100)
+            interval = efficiency_interval(ok, first, n)
+            intervals += interval is not None
+            spread = f" ({interval[0]:.0%}-{interval[1]:.0%})" if interval else ""
+            parts.append(f"{eff:.0%}{spread} vs {published:.0%} at {n} ({errors[-1]:+.1f} pp, k {by.loc[n, 'k']:g}"
+                         f"{', emulation saturated: not a prediction' if by.loc[n, 'saturated'] else ''})")
+            same = predicted[(predicted["series"] == run.series) & (predicted["workers"] == n)] if len(predicted) else []
+            model += [abs(float(same["error_pp"].iloc[0]))] if len(same) else []
+        if parts:
+            ran = ", ".join(sorted(set(ok["framework"])))
+            varied = sorted(set(ok["step_variation"].dropna())) if "step_variation" in ok else []
+            steps = f"; steps varied as {', '.join(varied)}" if varied else "; steps exact"
+            lines.append(f"Emulated ({ran}{steps}) vs published ({run.series}, {run.framework}): "
+                         + "; ".join(parts) + ".")
+            lines.append(f"Emulated cluster's mean absolute error: {sum(map(abs, errors)) / len(errors):.1f} pp over "
+                         f"{len(errors)} point(s); the scaling model's on the same points: "
+                         + (f"{sum(model) / len(model):.1f} pp." if len(model) == len(errors) else "not predicted.")
+                         + (" In brackets: 95% intervals of the efficiency from resampling the measured steps."
+                            if intervals else ""))
+    return lines
+
+
+def efficiency_interval(ok: pd.DataFrame, first: int, n: int) -> tuple[float, float] | None:
+    """A 95% interval of the efficiency at ``n`` GPUs against ``first`` (mean step there / mean step here, the
+    batch a GPU alike) by resampling the runs' measured steps (harness.results.metrics.bootstrap_ci); None
+    where a point has under 3 steps. It is the steps' own noise: what more steps would settle, not a bias
+    of the emulation."""
+    sides = []
+    for gpus in (first, n):
+        cells = ok.loc[ok["world_size"] == gpus, "step_times_s"] if "step_times_s" in ok else pd.Series(dtype=object)
+        steps = [json.loads(c) for c in cells.dropna()]
+        if not steps or min(len(s) for s in steps) < 3:
+            return None
+        sides.append(steps)
+    low, high = metrics.bootstrap_ci(*sides, statistic=np.mean)
+    return 1 + low, 1 + high
