@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINES_STAMP := $(VENV)/.installed-engines
 
-.PHONY: quickstart test timing-test bench bench-dlio bench-changepoints clean
+.PHONY: quickstart test test-unit timing-test bench bench-dlio bench-changepoints clean
 
 # The build constraint: chainer's sdist builds only with setuptools < 81 (its setup.py imports pkg_resources).
 # Horovod: built once from its sdist with our patch, cached in ~/.cache/rosetta/horovod/ (tools/install_horovod.py).
@@ -51,9 +51,14 @@ test: $(STAMP) $(ENGINES_STAMP)
 	  || echo "libnfs (the NFS client) did not build: apt-get install libnfs-dev; the nfs storage tests will skip" >&2
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
+# The fast layer a developer runs before every commit: tests/unit/ less the tests marked runs (none of them starts
+# a process; tests/unit/conftest.py refuses one), a few minutes on 2 cores. `make test` runs every layer.
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not runs" -q tests/unit tests/conformance
+
 # Tests whose verdict depends on timing real launches (the planted-slowdown gate): run them on a quiet machine.
 timing-test: $(STAMP)
-	ROSETTA_TIMING_TESTS=1 $(BIN)/python -m pytest tests/test_compare.py
+	ROSETTA_TIMING_TESTS=1 $(BIN)/python -m pytest tests/unit/gate/test_compare.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py

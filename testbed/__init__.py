@@ -5,8 +5,8 @@ never for a user's run.
 JuiceFS gateway for the cache tier) on 127.0.0.1 in a private folder; ``storage_host`` puts them behind a
 capped link in a network namespace of their own; ``rpcbind_stub`` is the stand-in for rpcbind that lets
 NFS-Ganesha serve NFSv3 on a shared machine; ``storage_sites`` gives every declared storage backend a fresh
-place on its real server (what tests/test_conformance_storage.py runs over).
+place on its real server (what tests/conformance/test_conformance_storage.py runs over).
 
 It may import ``harness`` (the product); nothing in ``harness/`` or ``frameworks/`` imports it
-(tests/test_architecture.py): tests/, benchmarks/ and tools/ do.
+(tests/unit/house/test_architecture.py): tests/, benchmarks/ and tools/ do.
 """

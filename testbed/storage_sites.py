@@ -1,10 +1,10 @@
 """A fresh place on every declared storage backend's real server: what the storage conformance suite
-(tests/test_conformance_storage.py) runs over.
+(tests/conformance/test_conformance_storage.py) runs over.
 
 :class:`StorageBed` starts each real server once, on first use, on 127.0.0.1 (SeaweedFS, Azurite,
 NFS-Ganesha, a JuiceFS gateway: :mod:`testbed.servers`) and stops them together; ``bed.site(name)``
 gives a new, empty location on backend ``name`` as a :class:`Site`. ``SITES`` holds one function per
-backend declared in harness.contract.axes.Storage (tests/test_conformance_storage.py fails on a declared
+backend declared in harness.contract.axes.Storage (tests/conformance/test_conformance_storage.py fails on a declared
 backend without one), and ``VARIANTS`` the further ways of naming one (an NFS folder mounted on a
 cluster is a path). A server that cannot start here raises :class:`Unavailable` with the reason (the
 suite skips that backend, saying why), and is not tried again.
@@ -194,7 +194,7 @@ def alluxio_site(bed: StorageBed) -> Site:
                       "so the backend is declared but untested")
 
 
-# One per backend declared in harness.contract.axes.Storage that reads data (tests/test_conformance_storage.py).
+# One per backend declared in harness.contract.axes.Storage that reads data (tests/conformance/test_conformance_storage.py).
 SITES: dict[str, Callable[[StorageBed], Site]] = {
     "local": local_site,
     "nfs": nfs_site,

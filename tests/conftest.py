@@ -11,6 +11,7 @@ import pytest
 from harness.base.environment import own_tools_first
 from harness.storage import backends as storage
 from testbed import servers as storage_servers
+from tests.helpers.scenarios import tiny_scenario
 
 # `make test` runs the test files in two processes (pytest-xdist, --dist loadfile): a file's tests stay in one
 # process, one after another, so that its servers and data start once. What has a name on the whole machine
@@ -19,6 +20,19 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... under xdist;
 SLURM_NETNS = "rosetta-slurm" + (WORKER and f"-{WORKER}")  # tools/slurm_cluster.sh's ROSETTA_SLURM_NETNS
 HOSTS_PREFIX = "rosetta" + (WORKER and f"-{WORKER}")  # tools/netns_hosts.sh's ROSETTA_NETNS_PREFIX
 REPO = Path(__file__).resolve().parents[1]
+LAYERS = {"unit": "unit", "conformance": "conformance", "runs": "runs"}  # folder -> marker
+
+
+def pytest_collection_modifyitems(items):
+    """Each test carries its layer's marker (its folder's), and every test of tests/runs/ is a ``runs`` test:
+    ``-m "not runs"`` is the layer that starts no process (make test-unit)."""
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        layer = LAYERS.get(parts[0]) if len(parts) > 1 else None
+        if layer:
+            item.add_marker(layer)
+        if layer == "runs":
+            item.add_marker("runs")
 
 
 # As `rosetta` does: the environment's own mpirun, horovodrun, torchrun first, for the tests' checks
@@ -26,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 own_tools_first()
 
 
-# Real engines (tests/test_engines.py and each framework's SLURM and two-host tests): a one-node SLURM cluster
+# Real engines (tests/runs/test_engines.py and each framework's SLURM and two-host tests): a one-node SLURM cluster
 # and two hosts made of network namespaces, started here; they need root and Debian's packages
 # (tools/system-packages.txt, which `make test` installs as root), else the tests skip saying so.
 def need_root_tools(*tools: str) -> None:
@@ -75,21 +89,7 @@ def four_hosts():
     yield from namespace_hosts(4)
 
 
-TINY = """
-name = "tiny"
-[settings]
-warmup_steps = 1
-measured_steps = 3
-repeats = 1
-timeout_s = 240
-device = "cpu"
-[matrix]
-framework = "torch_ddp"
-workload = "resnet50"
-size = "tiny"
-procs_per_node = [1, 2]
-batch_per_worker = 2
-"""
+TINY = tiny_scenario(matrix={"procs_per_node": [1, 2]})  # real 1- and 2-process runs
 
 
 @pytest.fixture

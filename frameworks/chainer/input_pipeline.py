@@ -7,7 +7,7 @@ storage backend) and decodes and augments them with Pillow + NumPy, as the PyTor
 two batches prefetched; 0 workers: a SerialIterator, reading in the training process when the step asks.
 The pool's processes are forked from the MPI rank after MPI_Init; they never call MPI, and Open MPI's
 shared-memory and TCP transports (what ChainerMN's naive communicator uses here) tolerate a fork whose
-child leaves MPI alone (tests/test_input_pipelines_run.py runs it on 2 ranks).
+child leaves MPI alone (tests/runs/test_input_pipelines_run.py runs it on 2 ranks).
 
 Import after ``frameworks.chainer.compat.import_chainer()``.
 """

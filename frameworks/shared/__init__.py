@@ -8,7 +8,7 @@ accelerator with real gradients), ``pytorch/`` (the PyTorch models, data, numeri
 of torch_ddp and horovod_torch) and ``keras/`` (the Keras models, tf.data input, training step and emulated
 rank of tf_mwms and horovod_tf).
 
-Who may import what (tests/test_architecture.py): a framework package (frameworks/<name>/) imports another
+Who may import what (tests/unit/house/test_architecture.py): a framework package (frameworks/<name>/) imports another
 framework's code only through this package; this package imports no framework package, and from the
 harness only ``base``, ``contract`` and ``storage``, as workers do. Only worker processes (and the tests
 and benchmarks that stand in for them) import it: its modules import their deep-learning framework at

@@ -24,7 +24,7 @@ Linear in the text's length, and fast: the scan runs over the text's UTF-8 bytes
 every offset stays), with patterns that each start with a literal anchor (``://``, ``=``, ``:``, ``bearer``,
 ``authorization``) followed by fixed-width look-behinds and single runs of one character class: no nested or
 overlapping quantifiers, so a failed attempt costs at most the run it scanned, and no two attempts scan the
-same run (``benchmarks/credential_scan.py`` measures it; tests/test_credentials.py checks it over long
+same run (``benchmarks/credential_scan.py`` measures it; tests/unit/base/test_credentials.py checks it over long
 adversarial strings).
 """
 

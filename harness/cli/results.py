@@ -21,6 +21,12 @@ from harness.cli.console import (
 
 
 def add_parsers(sub) -> None:
+    """The verbs of results: report, rebuild, compare, history, reproduce."""
+    for add in (_add_report, _add_rebuild, _add_compare, _add_history, _add_reproduce):
+        add(sub)
+
+
+def _add_report(sub) -> None:
     p = sub.add_parser("report", help="print the results table and write the chart")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
     p.add_argument("--sweep", help="sweep id to report (default: the latest; 'all' for every sweep)")
@@ -30,11 +36,15 @@ def add_parsers(sub) -> None:
                         "the charts into RESULTS/report-<sweep>/")
     p.set_defaults(handler=cmd_report)
 
+
+def _add_rebuild(sub) -> None:
     p = sub.add_parser("rebuild", help="make the results table (results.parquet, results.csv) again from every "
                                        "run's row.json; a damaged table is kept beside it")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
     p.set_defaults(handler=cmd_rebuild)
 
+
+def _add_compare(sub) -> None:
     p = sub.add_parser("compare", help="compare two sets of results per configuration; exit 1 on a "
                                        "significant regression (for CI gates)")
     p.add_argument("baseline", help="results folder or results .parquet file")
@@ -57,6 +67,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", type=Path, help="also write the verdicts as JSON here")
     p.set_defaults(handler=cmd_compare, gives_verdict=True)
 
+
+def _add_history(sub) -> None:
     p = sub.add_parser("history", help="throughput of each configuration on each machine over time: levels, steps, "
                                        "outliers, trends; exit 1 when the newest sweep regressed (for CI gates)")
     p.add_argument("sources", nargs="*", type=Path,
@@ -78,6 +90,8 @@ def add_parsers(sub) -> None:
                                              "verdict) as JSON here")
     p.set_defaults(handler=cmd_history, gives_verdict=True)
 
+
+def _add_reproduce(sub) -> None:
     p = sub.add_parser("reproduce", help="run a published reference's scenario at this machine's scale and "
                                          "plot measured vs published")
     p.add_argument("name", nargs="?", help="reference id (see --list)")
@@ -112,7 +126,6 @@ def add_parsers(sub) -> None:
                         "build, docker/) through pyxis or apptainer (default none: the repository's environment)")
     add_allow_failures(p)
     p.set_defaults(handler=cmd_reproduce, runs_sweep=True)
-
 
 def cmd_report(args: argparse.Namespace) -> None:
     report_sweep(args.results, args.sweep, chart_file(args.chart))

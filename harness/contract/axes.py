@@ -104,7 +104,7 @@ class Storage(str, Enum):
 
     Adding a backend is a member here (its client in harness/storage/clients.py, its test server in
     testbed/servers.py): the backend registry, the scenario's checks, the charts' order and labels and the
-    storage conformance suite (tests/test_conformance_storage.py) derive from it.
+    storage conformance suite (tests/conformance/test_conformance_storage.py) derive from it.
     """
 
     def __new__(cls, kind: StorageKind) -> "Storage":

@@ -36,7 +36,7 @@ class FrameworkInfo:
     storage: tuple[Storage, ...]
     devices: tuple[Device, ...]
     # The container image the cluster launchers run it in (kubernetes; slurm with a container runtime; podman),
-    # built by ``dockerfile`` and by no other Dockerfile in docker/ (tests/test_docker.py). Launcher options may
+    # built by ``dockerfile`` and by no other Dockerfile in docker/ (tests/unit/tools/test_docker.py). Launcher options may
     # name another image. The Dockerfile's stem is its name in tools/container_images.py (torch, horovod, ...).
     image: str
     dockerfile: str  # the repository's file that builds ``image`` (docker/<name>.Dockerfile)

@@ -250,7 +250,7 @@ def load_table(fmt: TableFormat, results_dir: Path) -> pd.DataFrame:
 
 def read_file(fmt: TableFormat, path: Path) -> pd.DataFrame:
     """A table's Parquet file, migrated on read to the format's columns: every column added since it was
-    written comes back empty (no column was ever renamed, dropped or retyped: tests/test_old_tables.py
+    written comes back empty (no column was ever renamed, dropped or retyped: tests/unit/results/test_old_tables.py
     builds a table of each past schema)."""
     if path.is_dir():
         raise UserError(f"{path}: is a folder, not a {fmt.label} table")

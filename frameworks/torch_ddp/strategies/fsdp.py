@@ -4,7 +4,7 @@ Every rank keeps 1/world of each parameter, gradient and optimizer state (dim-0 
 a unit's parameters are all-gathered before its forward (and again before its backward when it
 resharded after forward), its gradients reduce-scattered after its backward. The units are
 ResNet-50's bottleneck blocks, BERT's encoder layers and the Llama decoder's layers, then the root (everything else); the
-digits MLP is one unit. ``tests/test_model_parallel_dist.py`` checks the gradients against one
+digits MLP is one unit. ``tests/runs/test_model_parallel_dist.py`` checks the gradients against one
 process on the whole batch, since pytorch#162338 ("incorrect AVG reduction for GLOO") was a silent
 wrong-gradient bug.
 """

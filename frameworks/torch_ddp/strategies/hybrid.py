@@ -23,7 +23,7 @@ over the ranks, of the gradients they computed for its piece (a reduce-scatter),
   with SUM: DDP's default average would divide the gradient by W a second time.
 
 Without the 1 / W every gradient would come out W times too large (W ranks backpropagate the same L into
-the same shards). ``tests/test_hybrid_dist.py`` checks the trunk and the gathered classifier against one
+the same shards). ``tests/runs/test_hybrid_dist.py`` checks the trunk and the gathered classifier against one
 process on the global batch, and against DDP's allreduce. As in DDP, BatchNorm normalizes each rank's batch
 on its own.
 

@@ -10,7 +10,7 @@ with ``"flops"`` the cut whose largest stage has the fewest forward FLOPs, each 
 is cut into ``microbatches`` and run through ``PipelineStage`` under ``ScheduleGPipe`` (all
 forwards, then all backwards) or ``Schedule1F1B`` (one forward, one backward in the steady state).
 The loss is the mean over microbatches (``scale_grads``), so the gradients are those of one process
-on the whole batch, whatever the cut (``tests/test_pipeline_dist.py``).
+on the whole batch, whatever the cut (``tests/runs/test_pipeline_dist.py``).
 
 Measured here, beside the usual window: each stage's busy seconds (its forward and backward
 compute, timed around its layers), so its idle fraction = 1 - busy / window, which GPipe's

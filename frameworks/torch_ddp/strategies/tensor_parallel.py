@@ -12,7 +12,7 @@ rank), the output and down projections by rows; RMSNorms, the embedding and the 
 Bytes: each row-wise linear allreduces its output in forward; each column-wise linear allreduces the
 gradient of its input in backward (its input is replicated). Both are counted from the tensors' sizes
 by forward hooks (CommDebugMode, which would count them, fails on BERT's modules here);
-``tests/test_tensor_parallel_dist.py`` checks the weights and losses against one process.
+``tests/runs/test_tensor_parallel_dist.py`` checks the weights and losses against one process.
 """
 
 from __future__ import annotations
