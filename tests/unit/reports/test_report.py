@@ -11,7 +11,7 @@ from tests.helpers.rows import result_row
 
 
 def _row(strategy, repeat, **kw):
-    return result_row(**{"sweep_id": "s", "run_id": f"s/{strategy}{repeat}", "config_id": strategy, "scenario": "x",
+    return result_row(**{"sweep_id": "s", "run_id": f"s/{strategy}{repeat}", "config_id": None, "scenario": "x",
                          "workload": "digits",
                          "size": "small", "procs_per_node": 2, "world_size": 2, "batch_per_worker": 16,
                          "strategy": strategy, "repeat": repeat, "throughput": 100.0 + repeat,
