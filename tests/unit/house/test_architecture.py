@@ -306,3 +306,13 @@ def test_the_verbs_parse_and_dispatch_importing_no_other_verb_in_a_chain():
     verbs = {m for m in edges if m.startswith("harness.cli.") and m not in shared}
     chains = [f"{a} -> {b} -> {c}" for a in verbs for b in edges[a] & verbs for c in edges[b] & verbs]
     assert verbs and chains == []
+
+
+WING_SHARE = 0.15  # a wing holding more of the harness than this holds several products: split it
+
+
+def test_no_wing_holds_over_15_percent_of_the_harness():
+    lines = {name: sum(len(p.read_text().splitlines()) for p in (HARNESS / name).rglob("*.py")) for name in WINGS}
+    total = sum(lines.values())
+    large = {name: f"{n / total:.0%}" for name, n in lines.items() if n > WING_SHARE * total}
+    assert large == {}, "split these wings by what they hold"
