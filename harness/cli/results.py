@@ -227,6 +227,21 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 1 if history.gate_failed(all_series) else 0
 
 
+# reproduce's options that belong to some --at modes: flag -> (argparse dest, its default, the modes it serves)
+MODE_OPTIONS = {
+    "--size": ("size", None, ("reduced", "published")),
+    "--framework": ("framework", None, ("emulated",)),
+    "--dilation": ("dilation", 0.0, ("emulated",)),
+    "--launcher": ("launcher", "auto", ("published",)),
+    "--dry-run": ("dry_run", False, ("published", "emulated")),
+    "--gpus": ("gpus", None, ("published", "emulated")),
+    "--device": ("device", "cuda", ("published",)),
+    "--batch": ("batch", None, ("published",)),
+    "--precision": ("precision", None, ("published",)),
+    "--container": ("container", "none", ("published",)),
+}
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Exit 0, or 1 when a run it ran failed, timed out or diverged (unless --allow-failures)."""
     from harness.reproduction import reference
@@ -235,6 +250,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                                ("--measured-steps", args.measured_steps, 1)):
         if value is not None and value < least:  # never ignored, never "-5 reachable"
             raise UserError(f"{flag}: must be >= {least}, got {value}")
+    misplaced = [flag for flag, (dest, default, modes) in MODE_OPTIONS.items()
+                 if getattr(args, dest) != default and args.at not in modes]
+    if misplaced and not args.sweep:
+        modes = MODE_OPTIONS[misplaced[0]][2]
+        raise UserError(f"{misplaced[0]}: only with --at {' or --at '.join(modes)} (this is --at {args.at})")
     if args.list or not args.name:
         from harness.reproduction.reference_list import references_table
 

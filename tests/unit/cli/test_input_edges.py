@@ -38,6 +38,16 @@ def test_reproduce_refuses_numbers_it_would_ignore_or_misreport(argv, says, caps
     assert says in _one_line_exit_2(["reproduce", "goyal2017", *argv, "--dry-run"], capsys)
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["--framework", "torch_ddp"], "--framework: only with --at emulated (this is --at reduced)"),
+    (["--at", "emulated", "--launcher", "slurm"], "--launcher: only with --at published (this is --at emulated)"),
+    (["--at", "published", "--dilation", "64"], "--dilation: only with --at emulated (this is --at published)"),
+    (["--dry-run"], "--dry-run: only with --at published or --at emulated (this is --at reduced)"),
+])
+def test_reproduce_refuses_an_option_its_mode_would_ignore(argv, says, capsys):
+    assert says in _one_line_exit_2(["reproduce", "goyal2017", *argv], capsys)
+
+
 @pytest.mark.parametrize("value", ["inf", "nan", "-1", "0", "1e300"])
 def test_comm_sizes_that_are_no_sizes_are_one_line(value, capsys):
     assert "not a size" in _one_line_exit_2(["comm", "--max-bytes", value], capsys)
