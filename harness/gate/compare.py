@@ -18,7 +18,11 @@ of every repeat (``step_times_s``) are used, not only the per-repeat summary:
 * significance: a two-sided Mann-Whitney U test (scipy) of the pooled per-step
   times of the two sides;
 * a 95% confidence interval of the change by a two-level bootstrap (repeats, then
-  steps within each repeat), so that launch-to-launch variation is in it.
+  steps within each repeat), so that launch-to-launch variation is in it;
+* where throughput moved and the typical step did not (a stall in some steps), the window is judged with
+  launches and steps as two levels of one test (``metrics.nested_t``: each launch's mean step time one
+  observation, Student's t on the launches), so that a stall held by every launch is not taken for
+  step-to-step noise; with one launch a side, Welch's t of the pooled steps.
 
 A change is a regression (or an improvement) only when it is beyond the threshold,
 the U test gives p < ``alpha`` *and* the bootstrap interval excludes zero (the U
@@ -46,7 +50,7 @@ import pandas as pd
 from harness.base.errors import UserError
 from harness.contract.axes import Status
 from harness.results import table as results
-from harness.results.metrics import bootstrap_ci, mann_whitney_p, welch_p  # noqa: F401 - compare's API too
+from harness.results.metrics import bootstrap_ci, mann_whitney_p, nested_t, welch_p  # noqa: F401 - compare's API too
 
 # Facts that must match for a comparison to mean "same machine, same software".
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "gpu_model", "gpu_count", "gpu_driver")
@@ -144,13 +148,15 @@ def _judge(change: float, threshold: float, p: float, low: float, high: float, a
     return SAME
 
 
-def compare_sides(base: Side, cur: Side, *, alpha: float = ALPHA, floor: float = FLOOR) -> dict:
+def compare_sides(base: Side, cur: Side, *, alpha: float = ALPHA, floor: float = FLOOR, nested: bool = True) -> dict:
     """The statistics and verdict of one configuration measured on both sides.
 
     First the typical step (the fastest launch's median step time, the U test); where that finds no
     change, the whole window (the fastest launch's mean step time, i.e. throughput, Welch's t test):
     throughput that moved beyond its own noise *and* further than the typical step did is a stall in
     some steps (or its end), judged on the window's statistics, or ``inconclusive`` without their evidence.
+    ``nested``: the window's test with launches and steps as two levels (False: Welch's t of the pooled
+    steps, the rule before, kept for benchmarks/compare_verdicts.py).
     """
     change = base.location() / cur.location() - 1
     threshold = noise_threshold(base.steps, floor)
@@ -164,14 +170,21 @@ def compare_sides(base: Side, cur: Side, *, alpha: float = ALPHA, floor: float =
     window_threshold = noise_threshold(base.steps, floor, statistics.fmean)
     if abs(window) <= 2 * window_threshold or abs(window - change) <= window_threshold or window * (window - change) < 0:
         return typical
-    wp = welch_p(base.steps, cur.steps)
-    wlow, whigh = bootstrap_ci(base.steps, cur.steps, statistic=np.mean)
+    two_levels = nested_t(base.steps, cur.steps) if nested else None
+    if two_levels is not None:  # launches and steps as two levels: each launch's window is one observation
+        _, wp, wlow, whigh = two_levels
+        test = "the launches' t"
+    else:
+        wp = welch_p(base.steps, cur.steps)
+        wlow, whigh = bootstrap_ci(base.steps, cur.steps, statistic=np.mean)
+        test = "Welch"
     verdict = _judge(window, window_threshold, wp, wlow, whigh, alpha)
     note = (f"throughput {window:+.1%}, the median step {change:+.1%}: "
             f"{'slower' if window < 0 else 'faster'} in some steps")
     if verdict == SAME:
         verdict = INCONCLUSIVE
-        note += f", not significant (Welch p {wp:.2g}; 95% CI {wlow:+.1%} .. {whigh:+.1%}): more repeats or steps"
+        note += (f", not significant ({test} p {wp:.2g}; 95% CI {wlow:+.1%} .. {whigh:+.1%}): more repeats or "
+                 "steps")
     return {"change": window, "threshold": window_threshold, "p_value": wp, "ci_low": wlow, "ci_high": whigh,
             "verdict": verdict, "note": note, "by_window": True}
 

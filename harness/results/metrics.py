@@ -174,3 +174,29 @@ def welch_p(base: Sequence[Sequence[float]], cur: Sequence[Sequence[float]]) -> 
     a = [t for s in base for t in s]
     b = [t for s in cur for t in s]
     return float(ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def nested_t(base: Sequence[Sequence[float]], cur: Sequence[Sequence[float]],
+             confidence: float = 0.95) -> tuple[float, float, float, float] | None:
+    """Launches and steps as two levels of one test of throughput: each launch's mean step time is one
+    observation (its steps make it precise; launches vary about the configuration's level), the two sides'
+    launch-to-launch variance pooled (log units), Student's t with launches - 2 degrees of freedom: the
+    nested model's test of a fixed effect above a random one. Returns (change of throughput, p, low, high)
+    with the interval at ``confidence``, or None with fewer than 2 launches a side.
+
+    Where some steps stall in every launch, the pooled step times make the stall look like noise (their
+    spread is the stall); the launches' means do not, since each holds its stall."""
+    from scipy.special import stdtr, stdtrit
+
+    a = [math.log(statistics.fmean(s)) for s in base if len(s)]
+    b = [math.log(statistics.fmean(s)) for s in cur if len(s)]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    dof = len(a) + len(b) - 2
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    pooled = (sum((x - ma) ** 2 for x in a) + sum((x - mb) ** 2 for x in b)) / dof
+    se = max(math.sqrt(pooled * (1 / len(a) + 1 / len(b))), 1e-12)
+    slower = mb - ma  # log step time: positive is slower
+    p = float(2 * stdtr(dof, -abs(slower) / se))
+    q = float(stdtrit(dof, 0.5 + confidence / 2))
+    return math.expm1(-slower), p, math.expm1(-(slower + q * se)), math.expm1(-(slower - q * se))

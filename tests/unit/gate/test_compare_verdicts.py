@@ -2,6 +2,7 @@
 busy machines, data and options that are not numbers, and machine-readable outputs that stay valid."""
 
 import json
+import math
 import random
 import xml.etree.ElementTree as ET
 
@@ -30,17 +31,36 @@ def _cells(base_rows, cur_rows, **options):
     return compare.compare_tables(results.to_frame(base_rows), results.to_frame(cur_rows), **options)
 
 
-def test_a_stall_in_some_steps_is_seen_not_called_no_change():
-    """The issue's quickstart case: 2 of 6 measured steps 5x slower; the median moves 5%, throughput 55%."""
+def test_a_stall_in_some_steps_fails_the_gate_with_two_launches_a_side(tmp_path):
+    """The issue's quickstart case: 2 of 6 measured steps 5x slower in each of 2 launches a side; the median
+    moves 5%, throughput 57%. Judged with launches and steps as two levels (each launch's window one
+    observation), it is a regression and compare exits 1 (Welch's t of the pooled steps, before issue 49,
+    called it inconclusive and exited 0)."""
     (cell,) = _cells(_rows("a", _steady(2, 6)), _rows("a", _stalled(2, 6, 3, 5.0)))
-    assert cell.verdict == compare.INCONCLUSIVE and not compare.gate_failed([cell])
-    assert cell.change < -0.5  # throughput: -57% by the stalls alone (the helper adds a few spikes)
-    assert "some steps" in cell.note and "more repeats or steps" in cell.note
+    assert cell.verdict == compare.REGRESSION and compare.gate_failed([cell])
+    assert cell.change < -0.5 and cell.ci_high < 0 and cell.p_value < 0.01
+    assert "some steps" in cell.note
     assert cell.current_rate < 0.5 * cell.baseline_rate  # the rates are the windows', not the medians'
-    # with enough of them the same stall is a regression, and fails the gate
+    results.append(tmp_path / "b", _rows("a", _steady(2, 6)))
+    results.append(tmp_path / "c", _rows("a", _stalled(2, 6, 3, 5.0)))
+    assert cli.main(["compare", str(tmp_path / "b"), str(tmp_path / "c")]) == 1
+    # with more of them the same stall is a regression too
     (cell,) = _cells(_rows("a", _steady(3, 30)), _rows("a", _stalled(3, 30, 3, 3.0)))
     assert cell.verdict == compare.REGRESSION and compare.gate_failed([cell])
     assert cell.change < -0.4
+
+
+def test_the_two_level_test_keeps_its_level_on_the_same_code():
+    """The launches' t with 2 launches a side is exact for lognormal launch noise: over 300 same-code
+    comparisons with a stall-free window, the false regressions stay near alpha."""
+    rng = random.Random(11)
+    false = 0
+    for _ in range(300):
+        base = [[0.08 * math.exp(rng.gauss(0, 0.03)) * (1 + abs(rng.gauss(0, 0.02))) for _ in range(6)] for _ in range(2)]
+        cur = [[0.08 * math.exp(rng.gauss(0, 0.03)) * (1 + abs(rng.gauss(0, 0.02))) for _ in range(6)] for _ in range(2)]
+        _, p, _, _ = compare.nested_t(base, cur)
+        false += p < compare.ALPHA
+    assert false <= 9  # 1% of 300 is 3; binomial 99.9th percentile ~9
 
 
 def test_one_launch_a_side_is_inconclusive_with_the_caveat():
