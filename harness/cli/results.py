@@ -70,7 +70,8 @@ def _add_compare(sub) -> None:
 
 def _add_history(sub) -> None:
     p = sub.add_parser("history", help="throughput of each configuration on each machine over time: levels, steps, "
-                                       "outliers, trends; exit 1 when the newest sweep regressed (for CI gates)")
+                                       "outliers, trends; exit 1 when the newest sweep confirms a step down (for CI "
+                                       "gates: once per change)")
     p.add_argument("sources", nargs="*", type=Path,
                    help="results folders or .parquet files, read together (default: the results folder)")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
@@ -88,6 +89,12 @@ def _add_history(sub) -> None:
     p.add_argument("--markdown", type=Path, help="also write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
     p.add_argument("--json", type=Path, help="also write every series (points, levels, steps, outliers, trends, "
                                              "verdict) as JSON here")
+    p.add_argument("--accept", metavar="SWEEP", help="mark SWEEP as the new normal (with --reason; narrowed by "
+                                                    "--config and --host): the gate starts a new level there, in "
+                                                    "this run and every later one (the first source's gate-marks.json)")
+    p.add_argument("--reason", help="why --accept's sweep is the new normal (required with --accept)")
+    p.add_argument("--canary", action="store_true", help="also plant each series' minimum detectable step in a copy "
+                                                        "and say whether its gate sees it")
     p.set_defaults(handler=cmd_history, gives_verdict=True)
 
 
@@ -203,7 +210,7 @@ def compare_sides(args: argparse.Namespace):
 
 def cmd_history(args: argparse.Namespace) -> int:
     """Exit 1 when some series' newest sweep is a suspected or confirmed regression, else 0."""
-    from harness.gate import changepoints, ci_reports, history, history_chart, verdict_table
+    from harness.gate import changepoints, ci_reports, history, history_chart, marks, verdict_table
     from harness.results import integrity
 
     chart_file(args.chart)  # and the reports' paths, before anything is printed
@@ -214,8 +221,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.last is not None and args.last < 3:
         raise UserError(f"--last: at least 3 sweeps are needed to judge one, got {args.last}")
     sources = args.sources or [args.results]
-    all_series = history.series(history.load(sources), config_id=args.config, host=args.host, last=args.last,
-                                settings=settings)
+    table = history.load(sources)
+    if args.accept is not None:
+        accept_sweep(table, sources[0], args)
+    all_series = history.series(table, config_id=args.config, host=args.host, last=args.last, settings=settings,
+                                marks=marks.read(sources), canary=args.canary)
     console = wide_console()
     verdict_table.print_history(all_series, console, alpha=args.alpha)
     if not args.no_chart:
@@ -225,6 +235,20 @@ def cmd_history(args: argparse.Namespace) -> int:
     for path in ci_reports.write_history(all_series, title, args.junit, args.markdown, args.json):
         console.print(f"written: {path}", highlight=False)
     return 1 if history.gate_failed(all_series) else 0
+
+
+def accept_sweep(table, source: Path, args: argparse.Namespace) -> None:
+    """Write the --accept mark into the first source's marks file, once its sweep is known to be there."""
+    from harness.gate import history, marks
+
+    if not args.reason or not args.reason.strip():
+        raise UserError("--accept: say why with --reason (the reason is shown wherever the gate reports it)")
+    chosen = history.select(table, args.config, args.host)
+    if args.accept not in set(chosen["sweep_id"].astype(str)):
+        raise UserError(f"--accept: no sweep {args.accept!r} in the series selected (--config, --host)")
+    path = marks.append(source, marks.Mark(sweep_id=args.accept, reason=args.reason.strip(),
+                                           config=args.config or "", host=args.host or ""))
+    print(f"rosetta: accepted {args.accept} as the new normal ({path})")
 
 
 # reproduce's options that belong to some --at modes: flag -> (argparse dest, its default, the modes it serves)

@@ -103,7 +103,8 @@ def write(cells: Sequence[Cell], title: str, junit: Path | None = None, markdown
 
 # ---------------------------------------------------------------- rosetta history's gate
 
-HISTORY_FORMAT = 1  # of the history JSON document; bump when a field changes meaning
+HISTORY_FORMAT = 2  # of the history JSON document; bump when a field changes meaning (2: the verdict's change is
+# the newest sweep's, with the step it belongs to; only a confirmed step fails; mde, canary, withdrawn)
 
 
 def _clean(value: Any) -> Any:
@@ -118,12 +119,15 @@ def _clean(value: Any) -> Any:
 
 
 def describe_series(s) -> str:
-    """The newest sweep's verdict in one line."""
+    """The newest sweep's verdict in one line: its change and p, the step it belongs to, the power."""
     v = s.verdict
     head = f"{v.verdict}" + (f" ({v.status})" if v.status else "")
-    change = f": {v.change:+.1%} {s.unit}/s (p {v.p_value:.2g}; noise ±{s.noise:.1%} per sweep)" \
-        if not math.isnan(v.change) else ""
-    return f"{head}{change}" + (f"; {v.note}" if v.note else "") + f" [sweep {v.sweep_id}]"
+    change = (f": {v.change:+.1%} {s.unit}/s at sweep {v.sweep_id} (p {v.p_value:.2g}; noise ±{s.noise:.1%} per "
+              f"sweep)") if not math.isnan(v.change) else ""
+    step = (f"; the step at {v.step}: {v.step_change:+.1%} (p {v.step_p:.2g})"
+            if v.step and not math.isnan(v.step_change) and v.status else "")
+    power = f"; smallest step it detects {-s.mde:+.1%}" if not math.isnan(s.mde) else ""
+    return f"{head}{change}{step}" + (f"; {v.note}" if v.note else "") + power + f" [sweep {v.sweep_id}]"
 
 
 def history_verdicts(all_series: Sequence, title: str) -> dict[str, Any]:
@@ -131,7 +135,8 @@ def history_verdicts(all_series: Sequence, title: str) -> dict[str, Any]:
     from harness.gate.history import gate_failed as history_gate_failed
 
     return {"format": HISTORY_FORMAT, "title": title, "gate_failed": history_gate_failed(all_series),
-            "series": [_clean({**asdict(s), "summary": describe_series(s)}) for s in all_series]}
+            "series": [_clean({**asdict(s), "summary": describe_series(s),
+                               "canary_state": s.canary.state if s.canary else None}) for s in all_series]}
 
 
 def history_junit(all_series: Sequence, title: str) -> str:
@@ -161,16 +166,17 @@ def history_markdown(all_series: Sequence, title: str) -> str:
     """A Markdown table of every series' newest verdict, regressions first, then each series' steps."""
     failing = [s for s in all_series if s.verdict.fails]
     head = "**gate failed**" if failing else "gate passed"
-    lines = [f"### {title}", "", f"{head}: {len(failing)} of {len(all_series)} series regressed on their newest sweep.",
-             "", "| configuration | machine | newest sweep | verdict | change | steps | trend | outliers |",
-             "|---|---|---|---|---:|---|---|---:|"]
+    lines = [f"### {title}", "", f"{head}: {len(failing)} of {len(all_series)} series confirmed a step down on their "
+             "newest sweep.", "", "| configuration | machine | newest sweep | verdict | change | steps | trend | outliers "
+             "| min. detectable |", "|---|---|---|---|---:|---|---|---:|---:|"]
     for s in sorted(all_series, key=lambda s: not s.verdict.fails):
         v = s.verdict
         verdict = v.verdict + (f" ({v.status})" if v.status else "")
         steps = ", ".join(f"{st.direction} {st.change:+.1%} at {st.sweep_id}" for st in s.steps) or "-"
         trend = ", ".join(f"{t.slope:+.2%}/sweep" for t in s.trends) or "-"
         cols = [s.label, s.machine, v.sweep_id, f"**{verdict}**" if v.fails else verdict,
-                f"{v.change:+.1%}" if not math.isnan(v.change) else "-", steps, trend, str(len(s.outliers))]
+                f"{v.change:+.1%}" if not math.isnan(v.change) else "-", steps, trend, str(len(s.outliers)),
+                f"{-s.mde:+.1%}" if not math.isnan(s.mde) else "-"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cols) + " |")
     causes = [f"- {s.label} on {s.machine}, {st.sweep_id}: {p}" for s in all_series for st in s.steps
               for p in st.provenance]

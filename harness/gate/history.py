@@ -9,10 +9,15 @@ one point; :mod:`harness.gate.changepoints` finds its levels, steps, outliers an
 launch's figure. A change of provenance (versions, driver, commit) between consecutive sweeps is shown
 beside the step it may explain.
 
-The **gate** reads the newest sweep of every series: a regression when it is a *suspected* step down (it
-alone departs from its level) or when a step down was *confirmed* by it (the step is in this analysis and
-was not in the one without this sweep). Launches measured on a busy machine (``machine_busy``) are left
-out; a sweep with no other launch is not judged, and says so.
+The **gate** is :mod:`harness.gate.sequential`'s pass: each sweep judged once, in time order, against the
+level before it, so that this run's verdict on the newest sweep is what the run after that sweep said, and
+a step confirmed once stays in every later report. A run fails (exit 1) when its newest sweep **confirms**
+a step down (or starts a drift down): once per change; a **suspected** change (the newest sweeps depart)
+is reported without failing; later sweeps pass and name the step. A store's marks
+(:mod:`harness.gate.marks`) accept a sweep as the new normal. Launches measured on a busy machine
+(``machine_busy``) are left out at the source; a sweep with no other launch is not judged, and says so.
+Each series states its minimum detectable effect, and with ``canary`` its canary's finding
+(:mod:`harness.gate.canary`).
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ import pandas as pd
 
 from harness.base.errors import UserError
 from harness.contract.axes import Status
-from harness.gate import changepoints as cp, compare
+from harness.gate import canary as canaries, changepoints as cp, compare, marks as store_marks
 from harness.results import table as results
 
 MACHINE_FIELDS = ("host", "cpu_model", "cpu_cores", "gpu_model", "gpu_count")  # series never mix across these
 BUSY_COLUMNS = ("machine_busy", "busy_note", "other_cpu_share")  # a busy launch is left out (table.is_busy)
 REGRESSION, IMPROVEMENT, SAME, NOT_JUDGED = "regression", "improvement", "no change", "not judged"
+DRIFT = "drift"  # a verdict's status: a step that continues a drift already confirmed (not failing)
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,9 @@ class Point:
     rate: float  # samples/s, the sweep's figure (median of its launches); NaN: not judged
     throughput_median: float  # samples/s, median of the rows' own throughput column
     fitted: float  # samples/s, the level (or trend) at this sweep; NaN: not judged
-    label: str = ""  # "outlier", or why not judged ("busy: ...", "nothing measured")
+    label: str = ""  # "outlier", "suspected", "accepted: why", or why not judged ("busy: ...", "nothing measured")
     provenance: tuple[str, ...] = ()  # what differs from the previous sweep
+    slowed: float = 0.0  # the expected number of its launches in the slow mode (a neighbour's), modelled
 
 
 @dataclass(frozen=True)
@@ -62,8 +69,11 @@ class Step:
     before: float  # samples/s
     after: float  # samples/s
     p_value: float
-    verdict: str  # "suspected" (the newest sweep alone) or "confirmed"
+    verdict: str  # "confirmed", "accepted" (a team's mark) or "suspected" (the newest sweeps, open)
     provenance: tuple[str, ...] = ()  # what changed at that sweep: the likely cause
+    decided: str = ""  # the sweep whose run confirmed or accepted it (failed CI, for a step down)
+    drift: str = ""  # the first sweep of the drift this step continues ("": a change of its own)
+    note: str = ""  # an acceptance's reason
 
 
 @dataclass(frozen=True)
@@ -80,18 +90,22 @@ class Span:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The gate's reading of a series' newest sweep."""
+    """The gate's reading of a series' newest sweep: its change, its p, and the step it belongs to."""
 
     sweep_id: str
     verdict: str  # REGRESSION, IMPROVEMENT, SAME or NOT_JUDGED
-    status: str = ""  # "suspected" or "confirmed" for a regression or an improvement
-    change: float = math.nan  # fraction of throughput against the level before
-    p_value: float = math.nan
+    status: str = ""  # "confirmed" (by this sweep), "suspected" or DRIFT, for a regression or an improvement
+    change: float = math.nan  # the newest sweep against the level it is judged by, a fraction of throughput
+    p_value: float = math.nan  # of that change
     note: str = ""
+    step: str = ""  # the first sweep of the step or suspicion the newest sweep belongs to
+    step_change: float = math.nan  # that step's change (new level / old - 1)
+    step_p: float = math.nan
 
     @property
     def fails(self) -> bool:
-        return self.verdict == REGRESSION
+        """CI fails: the newest sweep confirmed a step down (once per change)."""
+        return self.verdict == REGRESSION and self.status == cp.CONFIRMED
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,10 @@ class Series:
     verdict: Verdict
     noise: float  # one sweep's figure's standard deviation, a fraction
     notes: tuple[str, ...] = field(default_factory=tuple)
+    mde: float = math.nan  # the smallest step down its gate confirms with 80% power from 3 sweeps, a fraction
+    canary: canaries.Canary | None = None  # the planted step's finding (with canary=True)
+    withdrawn: tuple[str, ...] = ()  # suspicions withdrawn, each "sweep: why"
+    slowed_share: float = 0.0  # the share of its launches modelled as slowed (a neighbour's), 0: none
 
     @property
     def trends(self) -> tuple[Span, ...]:
@@ -152,15 +170,17 @@ def select(table: pd.DataFrame, config_id: str | None = None, host: str | None =
 
 
 def series(table: pd.DataFrame, *, config_id: str | None = None, host: str | None = None,
-           last: int | None = None, settings: cp.Settings = cp.Settings()) -> list[Series]:
-    """Every series in the table (configuration x machine), its last ``last`` sweeps analysed."""
+           last: int | None = None, settings: cp.Settings = cp.Settings(),
+           marks: Sequence[store_marks.Mark] = (), canary: bool = False) -> list[Series]:
+    """Every series in the table (configuration x machine), its last ``last`` sweeps analysed; ``marks``:
+    the stores' marks (accepted sweeps); ``canary``: also plant the canary in each."""
     table = select(table, config_id, host)
     wanted = [c for c in table.columns if c in NEEDED or c in MACHINE_FIELDS or c in compare.PROVENANCE_FIELDS]
     groups: dict[tuple[str, str], dict[str, list[dict]]] = {}
     for row in table[wanted].to_dict("records"):  # plain records: pandas per sweep costs 20x the analysis
         key = (str(row["config_id"]), machine_of(row))
         groups.setdefault(key, {}).setdefault(str(row["sweep_id"]), []).append(row)
-    return [one_series(sweeps, settings, last) for sweeps in groups.values()]
+    return [one_series(sweeps, settings, last, marks, canary) for sweeps in groups.values()]
 
 
 NEEDED = ("config_id", "sweep_id", "timestamp", "status", "reason", "step_times_s", "throughput", "global_batch",
@@ -168,7 +188,8 @@ NEEDED = ("config_id", "sweep_id", "timestamp", "status", "reason", "step_times_
           "storage", "launcher", *BUSY_COLUMNS)
 
 
-def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int | None = None) -> Series:
+def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int | None = None,
+               marks: Sequence[store_marks.Mark] = (), canary: bool = False) -> Series:
     """One configuration on one machine: its sweeps (rows per sweep id) in time order, analysed."""
     stamps = {sid: max(str(r["timestamp"]) for r in rows) for sid, rows in by_sweep.items()}
     ids = sorted(by_sweep, key=lambda sid: stamps[sid])[-last if last else 0:]
@@ -177,26 +198,34 @@ def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int
     launches, why = zip(*(_launch_rates(by_sweep[sid], batch) for sid in ids))
     launches = [list(x) for x in launches]
     judged = [bool(x) for x in launches]
-    analysis = cp.analyse(launches, settings, judged)
-    before = cp.analyse(launches[:-1], settings, judged[:-1]) if len(launches) > 1 else None
+    host = str(first["host"]) if "host" in first and _present(first["host"]) else ""
+    accepted = {ids.index(sid): reason for sid, reason in store_marks.accepted(marks, first["config_id"], host).items()
+                if sid in ids}
+    analysis = cp.analyse(launches, settings, judged, accepted, ids)
     facts = [compare.provenance_facts(by_sweep[sid]) for sid in ids]
     provenance = [()] + [compare.facts_changes(a, b) for a, b in zip(facts, facts[1:])]
+    suspected = set(range(analysis.newest.index, len(ids))) if analysis.newest else set()
+    labels = ["outlier" if i in analysis.outliers else f"accepted: {accepted[i]}" if i in accepted
+              else "suspected" if i in suspected and judged[i] else why[i] for i in range(len(ids))]
     points = tuple(Point(
         sweep_id=sid, timestamp=stamps[sid], runs=len(by_sweep[sid]), repeats=len(launches[i]),
         launch_rates=tuple(launches[i]), rate=analysis.rates[i], fitted=analysis.fitted[i],
         throughput_median=_median([r["throughput"] for r in by_sweep[sid] if r["status"] == Status.OK.value]),
-        label="outlier" if i in analysis.outliers else why[i], provenance=provenance[i],
+        label=labels[i], provenance=provenance[i], slowed=analysis.slowed[i] if analysis.slowed else 0.0,
     ) for i, sid in enumerate(ids))
     steps = [_step(c, ids, stamps, provenance) for c in analysis.changes]
     if analysis.newest:
         steps.append(_step(analysis.newest, ids, stamps, provenance))
+    found = canaries.run(launches, judged, accepted, settings.alpha, settings.floor, analysis.mde) if canary else None
     return Series(
         config_id=str(first["config_id"]), machine=machine_of(first), label=compare.label_of(first),
         unit=str(first["sample_unit"]), points=points,
         levels=tuple(Span(first=ids[lv.start], last=ids[lv.stop - 1], rate=lv.rate, end_rate=lv.end_rate,
                           slope=lv.slope, p_value=lv.p_value) for lv in analysis.levels),
         steps=tuple(steps), outliers=tuple(ids[i] for i in analysis.outliers),
-        verdict=_verdict(analysis, before, ids, list(why)), noise=analysis.noise, notes=analysis.notes)
+        verdict=_verdict(analysis, ids, list(why)), noise=analysis.noise, notes=analysis.notes, mde=analysis.mde,
+        canary=found, withdrawn=tuple(f"{ids[w.index]}: {w.reason}" for w in analysis.withdrawn),
+        slowed_share=analysis.slowed_share)
 
 
 def _median(values) -> float:
@@ -220,32 +249,29 @@ def _step(change: cp.Change, ids: list[str], stamps: dict[str, str], provenance)
     sid = ids[change.index]
     return Step(sweep_id=sid, timestamp=stamps[sid], direction=change.direction, change=change.change,
                 before=change.before, after=change.after, p_value=change.p_value, verdict=change.verdict,
-                provenance=provenance[change.index])
+                provenance=provenance[change.index], decided=ids[change.decided] if change.decided >= 0 else "",
+                drift=ids[change.drift] if change.drift is not None else "", note=change.note)
 
 
-def _verdict(now: cp.Analysis, before: cp.Analysis | None, ids: list[str], why: list[str]) -> Verdict:
-    """The newest sweep: suspected, newly confirmed, no change, or why it is not judged."""
-    newest = ids[-1]
+def _verdict(now: cp.Analysis, ids: list[str], why: list[str]) -> Verdict:
+    """The newest sweep as the gate's pass read it: confirmed, suspected, no change, or why not judged."""
+    newest, r = ids[-1], now.reading
     if why[-1]:
         return Verdict(newest, NOT_JUDGED, note=why[-1])
-    if now.notes:
-        return Verdict(newest, NOT_JUDGED, note=now.notes[0])
-    known = {c.index for c in before.changes} if before else set()
-    fresh = [c for c in now.changes if not {c.index - 1, c.index, c.index + 1} & known]
-    if fresh and fresh[-1] is now.changes[-1]:
-        c = fresh[-1]
-        return Verdict(newest, REGRESSION if c.direction == cp.DOWN else IMPROVEMENT, cp.CONFIRMED, c.change,
-                       c.p_value, note=f"a step {c.direction} at sweep {ids[c.index]}, confirmed by this sweep")
-    if now.newest:
-        c = now.newest
-        since = "this sweep departs" if ids[c.index] == newest else f"the sweeps since {ids[c.index]} depart"
-        return Verdict(newest, REGRESSION if c.direction == cp.DOWN else IMPROVEMENT, cp.SUSPECTED, c.change,
-                       c.p_value, note=f"{since} from their level; later sweeps confirm or withdraw it")
-    trend = next((lv for lv in now.levels if lv.slope and lv.stop == len(ids)), None)
-    note = f"on a trend of {trend.slope:+.2%} per sweep" if trend else ""
-    return Verdict(newest, SAME, note=note)
+    if r is None or not r.decision:
+        return Verdict(newest, NOT_JUDGED, note=(r.note if r and r.note else "too few sweeps to judge"))
+    common = {"change": r.change, "p_value": r.p_value, "note": r.note,
+              "step": ids[r.step] if r.step is not None else "", "step_change": r.step_change, "step_p": r.step_p}
+    direction = REGRESSION if r.direction == cp.DOWN else IMPROVEMENT
+    if r.decision == cp.CONFIRMED:
+        return Verdict(newest, direction, DRIFT if r.drift is not None else cp.CONFIRMED, **common)
+    if r.decision == cp.SUSPECTED:
+        return Verdict(newest, direction, cp.SUSPECTED, **common)
+    if now.trends and now.levels[-1].slope and not r.note.startswith("on the drift"):
+        common["note"] = (r.note + "; " if r.note else "") + f"on a trend of {now.levels[-1].slope:+.2%} per sweep"
+    return Verdict(newest, SAME, **common)
 
 
 def gate_failed(all_series: Sequence[Series]) -> bool:
-    """True when a CI gate should fail: some series' newest sweep is a (suspected or confirmed) regression."""
+    """True when a CI gate should fail: some series' newest sweep confirmed a step down (once per change)."""
     return any(s.verdict.fails for s in all_series)

@@ -80,10 +80,11 @@ def print_history(all_series, console=None, alpha: float = ALPHA) -> None:
             _print_sweeps(s, console)
     _print_summary(all_series, console)
     unit = all_series[0].unit if all_series else "samples"
-    console.print(f"{unit}/s: the median of each sweep's launches (each launch: global batch / its mean step time "
-                  "without the slowest tenth of steps); level: the fitted level or trend at that sweep; a step is "
-                  f"confirmed at p < {alpha / 10:g}, the newest sweeps suspected at p < {alpha:g} (and beyond the "
-                  "floor)", highlight=False)
+    console.print(f"{unit}/s: each sweep's figure from its launches (each launch: global batch / its mean step time "
+                  "without the slowest tenth of steps; slowed launches modelled, busy ones left out); level: the "
+                  f"fitted level or trend at that sweep; a step is confirmed at p < {alpha / 10:g}, the newest sweeps "
+                  f"suspected at p < {alpha:g} (and beyond the floor); CI fails on the sweep that confirms a step down, "
+                  "once; min. detectable: the step down confirmed with 80% power from 3 sweeps", highlight=False)
 
 
 def _print_sweeps(s, console) -> None:
@@ -116,17 +117,20 @@ def _print_summary(all_series, console) -> None:
 
     table = Table(title="rosetta history: the newest sweep of each configuration on each machine")
     for col in ("configuration", "machine", "sweeps", "newest", "verdict", "change", "steps", "trend", "outliers",
-                "noise"):
-        table.add_column(col, justify="right" if col in ("sweeps", "change", "outliers", "noise") else "left")
+                "noise", "min. detectable"):
+        table.add_column(col, justify="right" if col in ("sweeps", "change", "outliers", "noise", "min. detectable")
+                         else "left")
     for s in sorted(all_series, key=lambda s: not s.verdict.fails):
         v = s.verdict
-        colour = "red" if v.fails else "green" if v.verdict == "improvement" else "white"
+        colour = ("red" if v.fails else "yellow" if v.verdict == "regression" else "green" if v.verdict == "improvement"
+                  else "white")
+        canary = f"; canary {s.canary.note}" if s.canary and s.canary.blind else ""
         table.add_row(
             escape(s.label), escape(s.machine), str(len(s.points)), escape(v.sweep_id),
             f"[{colour}]{v.verdict}{f' ({v.status})' if v.status else ''}[/]"
-            + (f" {escape(v.note)}" if v.note else ""),
+            + (f" {escape(v.note)}" if v.note else "") + escape(canary),
             f"{v.change:+.1%}" if not math.isnan(v.change) else "-",
             escape(", ".join(f"{st.direction} {st.change:+.1%} at {st.sweep_id}" for st in s.steps)) or "-",
             ", ".join(f"{t.slope:+.2%}/sweep" for t in s.trends) or "-", str(len(s.outliers)),
-            f"±{s.noise:.1%}" if not math.isnan(s.noise) else "-")
+            f"±{s.noise:.1%}" if not math.isnan(s.noise) else "-", f"{-s.mde:+.1%}" if not math.isnan(s.mde) else "-")
     console.print(table)

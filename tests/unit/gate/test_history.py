@@ -38,30 +38,50 @@ def test_a_ten_percent_step_is_one_confirmed_step_with_its_cause(tmp_path):
     assert s.verdict.verdict == history.SAME  # the step is old news by the newest sweep
 
 
-def test_the_gate_fails_on_a_newest_sweep_ten_percent_slower_and_writes_its_reports(tmp_path, capsys):
-    store = _store(tmp_path / "store", [0.080] * 11 + [0.088])
+def test_a_newest_sweep_ten_percent_slower_is_suspected_at_its_own_sweep_and_does_not_fail_yet(tmp_path, capsys):
+    """One sweep cannot tell a step from an outlier: the verdict names the newest sweep's own change (about
+    -10%, at that sweep) and its p, and CI passes until a later sweep confirms it (documented since issue 49;
+    before, a suspicion failed CI and the next sweep's confirmation failed it again)."""
+    store = _store(tmp_path / "store", [0.080] * 11 + [0.080 / 0.9])
     out = tmp_path / "out"
     code = cli.main(["history", str(store), "--junit", str(out / "h.xml"), "--markdown", str(out / "h.md"),
                      "--json", str(out / "h.json")])
     printed = capsys.readouterr().out
-    assert code == 1, printed
+    assert code == 0, printed
     assert "regression (suspected)" in printed and (store / "history.png").stat().st_size > 10_000
     doc = json.loads((out / "h.json").read_text())
-    assert doc["gate_failed"] is True and doc["format"] == 1
+    assert doc["gate_failed"] is False and doc["format"] == 2
     [series] = doc["series"]
-    assert series["verdict"]["verdict"] == "regression" and series["verdict"]["status"] == "suspected"
-    assert series["verdict"]["change"] == pytest.approx(-0.09, abs=0.03)
+    verdict = series["verdict"]
+    assert (verdict["verdict"], verdict["status"], verdict["step"]) == ("regression", "suspected", "s11")
+    assert verdict["change"] == pytest.approx(-0.10, abs=0.025) and verdict["p_value"] < 1e-3
+    assert series["mde"] > 0 and series["steps"][-1]["verdict"] == "suspected"
     suite = ET.fromstring((out / "h.xml").read_text())
-    assert suite.get("failures") == "1" and suite.find(".//failure").get("type") == "regression"
-    assert "**gate failed**" in (out / "h.md").read_text()
+    assert suite.get("failures") == "0"
+    assert "gate passed" in (out / "h.md").read_text()
 
 
-def test_the_gate_fails_again_when_the_next_sweep_confirms_the_step_then_passes(tmp_path):
-    store = _store(tmp_path / "store", [0.080] * 10 + [0.088] * 2)
-    [s] = history.series(results.load(store))
-    assert (s.verdict.verdict, s.verdict.status) == (history.REGRESSION, changepoints.CONFIRMED)
-    results.append(store, sweep_rows(12, 0.088, random.Random(9)))
-    assert cli.main(["history", str(store), "--no-chart"]) == 0
+def test_the_sweep_that_confirms_a_step_fails_once_and_the_step_stays_named(tmp_path):
+    """Replayed as CI holds the store, sweep after sweep: one failing run for one step, never fail-pass-fail,
+    and every later report names the step with the sweep that confirmed it."""
+    rng = random.Random(3)
+    levels = [0.080] * 10 + [0.088] * 8
+    rows = [sweep_rows(i, level, rng) for i, level in enumerate(levels)]
+    codes, reports = [], []
+    for n in range(4, len(levels)):
+        store = tmp_path / f"store{n}"
+        results.append(store, [r for sweep in rows[:n + 1] for r in sweep])
+        codes.append(cli.main(["history", str(store), "--no-chart", "--json", str(store / "h.json")]))
+        reports.append(json.loads((store / "h.json").read_text())["series"][0])
+    assert codes.count(1) == 1, codes
+    first = codes.index(1)
+    assert set(codes[first + 1:]) == {0}
+    step = next(st for st in reports[first]["steps"] if st["verdict"] == "confirmed")
+    assert step["sweep_id"] == "s10" and step["direction"] == "down" and step["decided"] == reports[first]["verdict"]["sweep_id"]
+    for later in reports[first + 1:]:
+        assert [(st["sweep_id"], st["decided"]) for st in later["steps"] if st["verdict"] == "confirmed"] == [
+            ("s10", step["decided"])]
+        assert later["verdict"]["verdict"] == "no change" and "s10" in later["verdict"]["note"]
 
 
 def test_no_change_passes_the_gate(tmp_path, capsys):
@@ -85,12 +105,19 @@ def test_a_recovery_is_a_step_up(tmp_path):
     assert _steps(s) == [("s10", "down", "confirmed"), ("s18", "up", "confirmed")]
 
 
-def test_drift_is_a_trend_with_its_slope_not_a_staircase(tmp_path):
-    store = _store(tmp_path / "store", [0.080 / 0.995 ** k for k in range(30)], spread=0.01)
-    [s] = history.series(results.load(store))
-    assert s.steps == ()
+def test_drift_is_a_trend_with_its_slope_and_fails_ci_once(tmp_path):
+    """A slow drift: one trend with its slope; its first step fails CI, the later ones continue the drift
+    (the staircase of earlier versions failed every stair)."""
+    rng = random.Random(3)
+    levels = [0.080 / 0.995 ** k for k in range(30)]
+    rows = [r for i, level in enumerate(levels) for r in sweep_rows(i, level, rng, spread=0.01)]
+    [s] = history.series(results.to_frame(rows))
     [trend] = s.trends
     assert trend.slope == pytest.approx(-0.005, abs=0.0015)
+    own = [st for st in s.steps if st.verdict == "confirmed" and not st.drift]
+    assert len(own) == 1 and all(st.drift == own[0].sweep_id for st in s.steps if st is not own[0])
+    gate = changepoints.replay([p.launch_rates for p in s.points])
+    assert sum(r.fails for r in gate.readings) == 1
 
 
 def test_machines_stay_apart_and_host_selects(tmp_path, capsys):
