@@ -23,6 +23,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--last", type=int, help="analyse only the last N sweeps of each series")
     p.add_argument("--alpha", type=float, default=0.01, help="as rosetta history (default 0.01)")
     p.add_argument("--floor", type=float, default=0.03, help="as rosetta history (default 0.03)")
+    p.add_argument("--stale-days", type=float, default=7.0, help="flag a series with no new sweep for this many days "
+                                                                "as stale (default 7)")
+    p.add_argument("--as-of", help="the time staleness is judged at, UTC ISO 8601 (default: now)")
     p.set_defaults(handler=cmd_dashboard)
 
 
@@ -32,20 +35,38 @@ def default_out(sources) -> Path:
     return (first if first.is_dir() else first.parent) / "dashboard"
 
 
+def as_of_time(text: str | None):
+    """--as-of as an aware UTC datetime (now when not given); a one-line error when it is no time."""
+    from datetime import datetime, timezone
+
+    if text is None:
+        return datetime.now(timezone.utc)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"--as-of: {text!r} is not an ISO 8601 time (e.g. 2026-11-30T12:00:00+00:00)") from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Exit 0 when the site is written (whatever the verdicts: rosetta history is the gate), 2 on bad input."""
-    from harness.gate import changepoints, dashboard, history
+    from harness.gate import changepoints, dashboard, history, marks
 
     settings = changepoints.Settings(alpha=args.alpha, floor=args.floor)
     if args.last is not None and args.last < 3:
         raise UserError(f"--last: at least 3 sweeps are needed to judge one, got {args.last}")
+    as_of = as_of_time(args.as_of)
+    if not (args.stale_days > 0 and args.stale_days < float("inf")):
+        raise UserError(f"--stale-days: a number of days above 0, got {args.stale_days:g}")
     sources = args.sources or [args.results]
-    table = history.load(sources)
-    all_series = history.series(table, config_id=args.config, host=args.host, last=args.last, settings=settings)
     out = args.out or default_out(sources)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out: {out} is a file, not a folder")
-    index = dashboard.write(all_series, table, out, f"rosetta dashboard: {', '.join(map(str, sources))}")
+    table = history.load(sources)
+    all_series = history.series(table, config_id=args.config, host=args.host, last=args.last, settings=settings,
+                                marks=marks.read(sources), canary=True)
+    index = dashboard.write(all_series, table, out, f"rosetta dashboard: {', '.join(map(str, sources))}",
+                            freshness=dashboard.Freshness(as_of, args.stale_days))
     failing = sum(s.verdict.fails for s in all_series)
     print(f"dashboard: {index} ({len(all_series)} series, {failing} regressed on their newest sweep)")
     return 0

@@ -2,7 +2,8 @@
 ``dashboard.js``) so that the site works from disk (``file://``) with nothing fetched from elsewhere.
 
 The script filters the rows of a page's series table (``tr[data-series]``) by their ``data-framework``,
-``data-workload``, ``data-storage``, ``data-strategy``, ``data-machine`` and ``data-verdict`` attributes: from the
+``data-workload``, ``data-storage``, ``data-strategy``, ``data-machine``, ``data-verdict``, ``data-canary`` and
+``data-freshness`` attributes: from the
 page's select boxes, or from the address (``index.html#framework=torch_ddp&verdict=regression``, or the same
 after ``?``), so that a filtered view can be linked; a value no row has shows no row, a key with no select box is ignored. It only sets
 ``hidden`` and text, never HTML.
@@ -20,6 +21,7 @@ th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: ta
 .filters label { margin-right: 1em; } .filters select { margin-left: .3em; }
 svg.chart { border: 1px solid #e5e5e5; background: #fff; }
 ul.provenance { margin: 0; padding-left: 1.1em; font-size: 12px; }
+.stale { color: #a04000; font-weight: 600; }
 """
 
 JS = """

@@ -109,9 +109,10 @@ def _levels(s: Series, f: Frame, small: bool) -> list[str]:
 
 
 def _steps(s: Series, f: Frame, small: bool) -> list[str]:
-    """A vertical line at each step's first sweep: dashed when confirmed, dotted when suspected."""
+    """A vertical line at each step's first sweep: dashed when confirmed, dotted when suspected (a drift's
+    later steps are its trend's, not drawn)."""
     out = []
-    for st in s.steps:
+    for st in (st for st in s.steps if not st.drift):
         x = f.x(f.position[st.sweep_id] - 0.5) if f.position[st.sweep_id] else f.x(0)
         colour = DOWN_COLOUR if st.direction == "down" else UP_COLOUR
         dash = "6 4" if st.verdict == "confirmed" else "2 3"

@@ -106,7 +106,7 @@ def _panel(ax, s: Series, mdates) -> None:
     out = [p for p in judged if p.sweep_id in s.outliers]
     ax.scatter([when[p.sweep_id] for p in out], [rel(p.rate) for p in out], s=70, facecolors="none",
                edgecolors="red", label="outlier" if out else None, zorder=4)
-    for st in s.steps:
+    for st in (st for st in s.steps if not st.drift):  # a drift's later steps are its trend's
         colour = "red" if st.direction == "down" else "green"
         ax.axvline(when[st.sweep_id], color=colour, ls="--" if st.verdict == "confirmed" else ":", lw=1, alpha=0.8)
         suspected = st.verdict != "confirmed"  # the newest sweep: its label goes left of the line

@@ -1,8 +1,10 @@
 """rosetta dashboard: a static site from result stores, loaded in a real headless browser (Debian's chromium).
 
-Two stores (a results folder and a table file, as two CI machines keep them) hold seven series built from
-rows as `rosetta run` writes them: two regressions planted on the newest sweeps (one suspected, one
-confirmed), and an outlier, a step up, an old step down and a drift that must not be listed as regressions.
+Two stores (a results folder and a table file, as two CI machines keep them) hold nine series built from
+rows as `rosetta run` writes them: two regressions planted on the newest sweeps (one suspected, not failing
+CI yet; one confirmed, failing it), an outlier, a step up, an old step down and a drift that must not be
+listed as regressions, a series whose newest sweeps ran on a busy machine (its canary cannot see: blind)
+and one that stopped ten days before the site's time (stale).
 The pages are loaded in chromium, which runs their script, and the DOM it ends with is read back
 (--dump-dom), so the filters are checked as a reader would see them.
 """
@@ -35,12 +37,16 @@ PLANTED = {  # config -> (its dimensions, its step times per sweep, what the das
                   "regression"),
     "confirmed": ({"framework": "tf_mwms", "workload": "resnet50"}, [0.080] * 10 + [SLOW] * 2, "regression"),
     "outlier": ({"framework": "tf_mwms", "workload": "bert", "strategy": "ps"},
-                [0.080] * 5 + [0.080 / 0.85] + [0.080] * 6, "no change"),
-    "faster": ({"framework": "horovod_torch", "workload": "resnet50"}, [SLOW] * 6 + [0.080] * 6, "no change"),
+                [0.080] * 5 + [0.080 / 0.85] + [0.080] * 14, "no change"),
+    "faster": ({"framework": "horovod_torch", "workload": "resnet50"}, [SLOW] * 6 + [0.080] * 14, "no change"),
     "old-step": ({"framework": "horovod_torch", "workload": "bert", "storage": "nfs"}, [0.080] * 5 + [SLOW] * 7,
                  "no change"),
     "drift": ({"framework": "tf_mwms", "workload": "llama"}, [0.080 / 0.995 ** k for k in range(30)], "no change"),
+    "busy-tail": ({"framework": "chainer", "workload": "resnet50"}, [0.080] * 16, "not judged"),
+    "stopped": ({"framework": "chainer", "workload": "bert"}, [0.080] * 12, "no change"),
 }
+BUSY_TAIL = 8  # busy-tail's newest sweeps measured on a busy machine: where its canary is planted
+AS_OF = "2026-11-03T00:00:00+00:00"  # the site's time: every series swept within two days of it but stopped
 
 
 def _stores(root: Path) -> list[str]:
@@ -52,7 +58,12 @@ def _stores(root: Path) -> list[str]:
         for i, level in enumerate(levels):
             torch = "2.14.0" if config == "confirmed" and i >= 10 else "2.13.0"  # the cause, shown beside the step
             spread = 0.01 if config == "drift" else 0.02  # tests/unit/gate/test_history.py's drift
-            rows[host] += sweep_rows(i, level, rng, config=config, host=host, torch=torch, spread=spread, **dims)
+            sweep = sweep_rows(i, level, rng, config=config, host=host, torch=torch, spread=spread, **dims)
+            if config == "busy-tail" and i >= len(levels) - BUSY_TAIL:
+                sweep = [{**r, "machine_busy": True, "busy_note": "other processes used 55% of the CPUs"} for r in sweep]
+            if config == "stopped":  # the same hours, ten days earlier
+                sweep = [{**r, "timestamp": r["timestamp"].replace("2026-11-01", "2026-10-22")} for r in sweep]
+            rows[host] += sweep
     results.append(root / "m1", rows["m1"])
     results.append(root / "other", rows[INJECTED])
     return [str(root / "m1"), str(root / "other" / results.PARQUET)]
@@ -62,7 +73,7 @@ def _stores(root: Path) -> list[str]:
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("dashboard")
     stores = _stores(root)
-    assert cli.main(["dashboard", *stores, "--out", str(root / "site")]) == 0
+    assert cli.main(["dashboard", *stores, "--out", str(root / "site"), "--as-of", AS_OF]) == 0
     return root, stores, root / "site"
 
 
@@ -72,11 +83,12 @@ def test_the_planted_verdicts_are_what_history_says(site):
     verdicts = {s.config_id: s for s in history.series(history.load(stores))}
     assert {c: verdicts[c].verdict.verdict for c in PLANTED} == {c: want for c, (_, _, want) in PLANTED.items()}
     assert (verdicts["suspected"].verdict.status, verdicts["confirmed"].verdict.status) == ("suspected", "confirmed")
+    assert not verdicts["suspected"].verdict.fails and verdicts["confirmed"].verdict.fails
     assert verdicts["steady"].steps == () and verdicts["steady"].outliers == ()
     assert verdicts["outlier"].outliers == ("s05",) and verdicts["outlier"].steps == ()
     assert [(st.direction, st.verdict) for st in verdicts["faster"].steps] == [("up", "confirmed")]
     assert [(st.direction, st.verdict) for st in verdicts["old-step"].steps] == [("down", "confirmed")]
-    assert verdicts["drift"].steps == () and len(verdicts["drift"].trends) == 1
+    assert len(verdicts["drift"].trends) == 1 and [st.drift for st in verdicts["drift"].steps].count("") == 1
 
 
 def test_the_site_is_self_contained_and_escapes_the_data(site):
@@ -144,8 +156,10 @@ def test_regressions_page_lists_exactly_the_planted_regressions(site, tmp_path):
     _, _, out = site
     dom = _dom(tmp_path, out / "regressions.html")
     assert 'data-filtered="yes"' in dom  # the script ran
-    assert _listed(dom, "regressions") == ["confirmed", "suspected"]
-    assert _listed(dom, "past") == ["old-step"]  # the old step down; the step up and the outlier are not listed
+    assert _listed(dom, "regressions") == ["confirmed"]  # failing CI on the newest sweep
+    assert _listed(dom, "suspected") == ["suspected"]  # departing, not failing yet
+    # old steps down (the drift's first); the step up, the outlier and the drift's later steps are not listed
+    assert _listed(dom, "past") == ["drift", "old-step"]
     assert "torch 2.13.0 -&gt; 2.14.0" in dom  # the provenance beside the confirmed step
     assert "<script>alert" not in dom and html.escape(INJECTED, quote=False) in dom
 
@@ -158,6 +172,9 @@ def test_regressions_page_lists_exactly_the_planted_regressions(site, tmp_path):
     ("#verdict=regression", ["confirmed", "suspected"]),
     ("#storage=nfs", ["old-step"]),
     ("#framework=mxnet", []),  # a value no series has: none shown
+    ("#canary=blind", ["busy-tail"]),  # its planted steps fell on busy sweeps: its gate could not see them
+    ("#canary=seen", ["confirmed", "drift", "faster", "old-step", "outlier", "steady", "stopped", "suspected"]),
+    ("#freshness=stale", ["stopped"]),
 ])
 def test_index_filters_run_in_the_browser(site, tmp_path, fragment, shown):
     _, _, out = site
@@ -176,12 +193,35 @@ def test_a_series_page_shows_its_step_and_its_cause_and_a_screenshot_is_kept(sit
     assert "torch 2.13.0 -&gt; 2.14.0" in dom and "s10" in dom
     drift = re.search(r'data-config="drift"[^>]*><td><a href="(series-\w+\.html)"', index).group(1)
     dom = _dom(tmp_path, out / drift)
-    assert 'class="trend"' in dom and re.search(r"trend -0\.[3-7]\d%/sweep", dom) and "class=\"step" not in dom
+    assert 'class="trend"' in dom and re.search(r"trend -0\.[3-7]\d%/sweep", dom)
+    assert len(re.findall(r'<line class="step confirmed down"', dom)) == 1  # the drift's start; its stairs are the trend's
     for name, target in (("index", out / "index.html"), ("series", out / page)):
         shot = root / f"screenshot-{name}.png"
         _browser(tmp_path / f"profile-{name}", f"--screenshot={shot}", "--window-size=1400,1000", target.as_uri())
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
         shutil.copy(shot, f"/tmp/dashboard-screenshot{'' if name == 'index' else '-series'}.png")
+
+
+@needs_chromium
+def test_the_canary_and_staleness_are_shown_where_a_reader_looks(site, tmp_path):
+    """The index flags the stale series and each series' canary; their pages say what the canary planted and
+    saw, and since when a series has had no sweep."""
+    _, _, out = site
+    index = _dom(tmp_path, out / "index.html")
+    rows = dict(re.findall(r'<tr data-series[^>]*data-config="([^"]*)"[^>]*>(.*?)</tr>', index, re.S))
+    assert re.search(r'class="stale">stale: 1[0-2] days<', rows["stopped"])
+    assert not any('class="stale"' in row for config, row in rows.items() if config != "stopped")
+    assert re.search(r'class="canary regression"[^>]*>blind<', rows["busy-tail"])
+    assert re.search(r'class="canary improvement"[^>]*>seen<', rows["steady"])
+    assert re.search(r'<td class="num">-\d\.\d%</td>', rows["steady"])  # its minimum detectable effect
+    pages = {c: re.search(r'<a href="(series-\w+\.html)"', row).group(1) for c, row in rows.items()}
+    blind = _dom(tmp_path, out / pages["busy-tail"])
+    power = re.search(r'<p id="power">(.*?)</p>', blind, re.S).group(1)
+    assert "blind: a planted step of -" in power and "were not judged (busy or nothing measured)" in power
+    stale = _dom(tmp_path, out / pages["stopped"])
+    assert re.search(r'<p class="stale" id="stale">stale: no new sweep for 1[0-2] days</p>', stale)
+    steady = _dom(tmp_path, out / pages["steady"])
+    assert re.search(r"was seen at [2-5] of 5 places", steady) and 'id="stale"' not in steady
 
 
 @needs_chromium
