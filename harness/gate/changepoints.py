@@ -6,7 +6,7 @@ mean step time with the slowest tenth of steps left out: occasional slow steps a
 larger share of steps is not). The analysis works on the logarithm of those figures, so that changes are
 fractions and lognormal launch-to-launch noise is symmetric:
 
-1. **the sweep's figure and its noise** (:mod:`harness.gate.launches`): launches and sweeps as two levels
+1. **the sweep's figure and its noise** (:mod:`harness.results.launches`): launches and sweeps as two levels
    of noise, slowed launches (a neighbour on a shared runner) modelled as a slow mode of the launches
    rather than averaged in;
 2. **the record** (:mod:`harness.gate.sequential`): one pass over the sweeps in time order, each sweep

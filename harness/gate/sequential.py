@@ -27,7 +27,7 @@ Each sweep, against the current **level** (the sweeps since the last step, outli
 
 A run fails CI when its sweep confirms a step down that does not continue a drift: once per change.
 
-Pure computation; the figures are :mod:`harness.gate.launches`'.
+Pure computation; the figures are :mod:`harness.results.launches`'.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import statistics
 from dataclasses import replace
 from typing import Sequence
 
-from harness.gate import launches as launch_model
 from harness.gate.record import (  # noqa: F401 - the record's parts, named here for the callers of the pass
     ACCEPTED,
     CONFIRMED,
@@ -57,6 +56,7 @@ from harness.gate.record import (  # noqa: F401 - the record's parts, named here
     t_quantile,
     two_sided_p,
 )
+from harness.results import launches as launch_model
 
 MIN_BASE = 3  # sweeps a level needs before sweeps are judged against it
 MIN_LEVEL = 2  # sweeps a new level needs before a step to it is confirmed

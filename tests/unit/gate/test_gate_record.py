@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from harness.cli import main as cli
 from harness.gate import canary, changepoints, history, marks, sequential
 from harness.results import table as results
-from tests.history_rows import sweep_rows
+from tests.helpers.history_rows import sweep_rows
 
 
 def _launches(levels, noise, rng, launches=3, slowed=0.0, by=1.25):
