@@ -25,8 +25,9 @@ Per case, noise and tool:
   one planted change are not consecutive (fail, pass, fail);
 - vanished: histories where a step a run reported (ours: confirmed; Otava: any change point) is missing
   from a later run's report (Otava: none within SLACK sweeps);
-- final: the last run's verdict on the case's point: for the newest-sweep drop, our reading's change and
-  the share of runs naming the newest sweep itself; for two steps, the share whose last report holds both.
+- final: the last run's verdict on the case's point: for the newest-sweep drop, the change our verdict gives
+  the newest sweep (median) and the share of histories where it is suspected from that sweep itself (no run
+  fails on one sweep: it may be an outlier); for two steps, the share whose last report holds both.
 Also the time of `rosetta history` over 40 sweeps x 20 configurations (a fresh process, best of 3).
 
 Usage: python benchmarks/changepoints.py [--seeds 30] [--cases NAME,...] [--no-write]
@@ -237,7 +238,8 @@ def summarise(case: Case, noise: float, tool: str, scored: list[dict], seconds: 
         row |= {"detected": statistics.fmean(s["detected"] for s in scored), "delay": statistics.median(delays),
                 "found": sum(math.isfinite(d) for d in delays), "fails": statistics.fmean(s["fails"] for s in scored)}
     if case.name.startswith("newest") and tool == "ours":
-        row["final"] = (f"{statistics.median(s['final_change'] for s in scored):+.1%}, names the newest sweep in "
+        row["final"] = (f"the newest sweep's change {statistics.median(s['final_change'] for s in scored):+.1%} "
+                        f"(median); suspected from that sweep itself in "
                         f"{statistics.fmean(s['names_newest'] for s in scored):.0%}")
     if case.name.startswith("two steps"):
         row["final"] = f"both steps in the last report: {statistics.fmean(s['both'] for s in scored):.0%}"

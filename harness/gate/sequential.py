@@ -3,7 +3,7 @@
 What the gate says after sweep n depends only on sweeps 0..n, and what an earlier sweep decided is never
 undone: a step confirmed at sweep n is in the report of every later sweep (only a suspicion is withdrawn,
 and the withdrawal says why). So the store after sweep n, read by ``rosetta history`` in CI, gives the
-verdict this pass reads at n: the record is the replay (tests/test_history.py checks it).
+verdict this pass reads at n: the record is the replay (tests/unit/gate/test_gate_record.py checks it).
 
 Each sweep, against the current **level** (the sweeps since the last step, outliers left out):
 
