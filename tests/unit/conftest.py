@@ -18,8 +18,19 @@ class ProcessStarted(RuntimeError):
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Around the whole test (its fixtures' set-up, module-scoped ones included, and teardown)."""
+def pytest_runtest_setup(item):
+    """Around the test's fixtures' set-up, module-scoped ones included."""
+    yield from _refusing(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Around the test itself. Teardown is left free: a module-scoped fixture of a marked test (a SLURM
+    cluster) is torn down after the module's last test, which need not be marked."""
+    yield from _refusing(item)
+
+
+def _refusing(item):
     if item.get_closest_marker("runs"):
         yield
         return
