@@ -6,8 +6,7 @@ The sub-packages' ``__init__`` must not import their deep-learning framework.
 
 from __future__ import annotations
 
-import importlib
-
+from harness.base.registry import Registry
 from harness.contract.framework_api import FrameworkInfo
 
 REGISTRY: dict[str, str] = {
@@ -17,12 +16,13 @@ REGISTRY: dict[str, str] = {
     "tf_mwms": "frameworks.tf_mwms",
     "horovod_tf": "frameworks.horovod_tf",
 }
+FRAMEWORKS: Registry[FrameworkInfo] = Registry("framework", REGISTRY, attribute="INFO")
 
 
-def get(name: str) -> FrameworkInfo:
-    """The declared facts of framework ``name`` (KeyError if unknown)."""
-    return importlib.import_module(REGISTRY[name]).INFO
+def get(name: str, where: str = "") -> FrameworkInfo:
+    """The declared facts of framework ``name`` (``UnknownName``, listing the valid names, if unknown)."""
+    return FRAMEWORKS.get(name, where)
 
 
 def names() -> list[str]:
-    return list(REGISTRY)
+    return FRAMEWORKS.names()

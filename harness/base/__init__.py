@@ -3,6 +3,6 @@
 ``errors`` (UserError: a one-line message naming file and key), ``config`` (TOML tables into frozen
 dataclasses, unknown keys refused), ``credentials`` (what a credential inside a string looks like: refused
 in configuration, masked in output), ``network`` (link rates such as "1gbit"; a free port for a server
-started here) and ``delay_line`` (a link's latency where the kernel has no ``netem``: the packets arriving
+started here), ``registry`` (a name to its plug-in's declaration, the unknown ones listed) and ``delay_line`` (a link's latency where the kernel has no ``netem``: the packets arriving
 through an interface held in user space).
 """

@@ -315,12 +315,15 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _run_emulated(ref, args: argparse.Namespace) -> list[dict] | None:
     """The published configuration on the emulated cluster, its hosts started for the sweep and removed after."""
+    import frameworks
     from harness.launchers import hosts
     from harness.machines.emulated_cluster import MAX_DILATION
     from harness.reproduction import emulated_reproduction as emulated
 
     if not 0 <= args.dilation <= MAX_DILATION:
         raise UserError(f"--dilation: must be 0 (auto) or 1 to {MAX_DILATION:g}, got {args.dilation:g}")
+    if args.framework:  # before any network namespace is made for it
+        frameworks.FRAMEWORKS.check(args.framework, "--framework")
     settings = {"repeats": args.repeats, "measured_steps": args.measured_steps}
     with hosts.namespace_hosts(emulated.hosts_needed(ref)) as names:
         scenario = emulated.emulated_scenario(ref, names, {k: v for k, v in settings.items() if v is not None},

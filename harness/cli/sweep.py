@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.base.errors import UserError
 from harness.cli.console import (
     DEFAULT_RESULTS,
     add_allow_failures,
@@ -61,9 +60,8 @@ def cmd_equivalence(args: argparse.Namespace) -> int:
     from harness.reports.equivalence_report import capped_notes, equivalence_report
 
     chosen = args.framework or frameworks.names()
-    unknown = [name for name in chosen if name not in frameworks.REGISTRY]
-    if unknown:
-        raise UserError(f"--framework: unknown {', '.join(unknown)} (known: {', '.join(frameworks.names())})")
+    for name in chosen:
+        frameworks.FRAMEWORKS.check(name, "--framework")
     table, drifted = equivalence_report(chosen, Size(args.size), args.steps)
     print_items([table, *capped_notes(chosen, Size(args.size))])
     return 1 if drifted else 0

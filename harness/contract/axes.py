@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Mapping
 
+from harness.base.registry import Registry
 from harness.contract import strategy_options
 
 
@@ -78,6 +79,9 @@ class Strategy(str, Enum):
     HYBRID = StrategyKind("hybrid")  # data-parallel convolutions, model-parallel classifier (Krizhevsky 2014)
 
 
+STRATEGIES: Registry[StrategyKind] = Registry.of_enum("strategy", Strategy, lambda member: member.kind)
+
+
 @dataclass(frozen=True)
 class StorageKind:
     """One storage backend, declared once: the ``Storage`` member's value, and what the backend registry
@@ -141,6 +145,7 @@ class Storage(str, Enum):
     ALLUXIO = StorageKind("alluxio", "an Alluxio cluster through alluxiofs (not installable here; untested)",
                           client="harness.storage.clients:alluxio_fs", packages=(("alluxiofs", "alluxiofs"),))
 
+
     @property
     def fills_cache(self) -> bool:
         """Whether the run reads its share once, untimed, before the window (a warm cache)."""
@@ -150,6 +155,9 @@ class Storage(str, Enum):
     def label(self) -> str:
         """Its name on charts and tables (the cold and warm variants of a cache told apart)."""
         return self.kind.label or self.value
+
+
+STORAGE: Registry[StorageKind] = Registry.of_enum("storage", Storage, lambda member: member.kind)
 
 
 class Precision(str, Enum):

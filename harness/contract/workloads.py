@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from harness.base.registry import Registry
 from harness.contract.axes import Size, Workload
 
 # ResNet-50 v1.5 has the same parameter count at every input size (global pooling).
@@ -89,6 +90,7 @@ WORKLOADS: dict[Workload, WorkloadInfo] = {
     Workload.DIGITS: WorkloadInfo(Workload.DIGITS, "MLP on scikit-learn digits (time-to-accuracy)", "images",
                                   _DIGITS),
 }
+DECLARATIONS: Registry[WorkloadInfo] = Registry("workload", {w.value: info for w, info in WORKLOADS.items()})
 
 # Reference parameter counts of the full-size models: the equivalence contract.
 RESNET50_PARAMS = 25_557_032

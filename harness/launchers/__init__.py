@@ -20,7 +20,6 @@ Adding a launcher means adding its module and a line here.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from types import ModuleType
 from typing import Any, Callable, Mapping
 
 from harness.base import config
+from harness.base.registry import Registry
 from harness.contract import machine_load
 from harness.contract.axes import Device
 from harness.contract.spec import RunSpec
@@ -42,6 +42,7 @@ REGISTRY: dict[str, str] = {
     "azureml": "harness.launchers.azureml",
     "ray": "harness.launchers.ray",
 }
+LAUNCHERS: Registry[ModuleType] = Registry("launcher", REGISTRY)
 AUTO = "auto"  # the framework's own default launcher
 
 Argv = tuple[str, ...]
@@ -86,12 +87,12 @@ Launcher = Callable[[LaunchRequest], LaunchCommand]
 
 
 def names() -> list[str]:
-    return list(REGISTRY)
+    return LAUNCHERS.names()
 
 
-def module(name: str) -> ModuleType:
-    """The launcher's module (KeyError if unknown)."""
-    return importlib.import_module(REGISTRY[name])
+def module(name: str, where: str = "") -> ModuleType:
+    """The launcher's module (``UnknownName``, listing the valid names, if unknown)."""
+    return LAUNCHERS.get(name, where)
 
 
 def get(name: str) -> Launcher:

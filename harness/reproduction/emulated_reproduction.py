@@ -109,8 +109,8 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
     pub = ref.published
     doc = published_document(ref, device="emulated", settings={"warmup_steps": 1, "measured_steps": 4, "repeats": 1,
                                                                "timeout_s": 3600, **(settings or {})})
-    if framework and framework not in frameworks.names():
-        raise UserError(f"--framework: unknown framework {framework!r}; known: {', '.join(frameworks.names())}")
+    if framework:
+        frameworks.FRAMEWORKS.check(framework, "--framework")
     for combo in (doc["matrix"], *doc["include"]):
         combo["framework"] = framework or combo["framework"]
         combo["launcher"] = launcher_for(combo["framework"])

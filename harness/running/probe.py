@@ -39,9 +39,9 @@ DEFAULT_SEED = 0
 def run_probe(framework: str, workload: Workload, size: Size, steps: int = DEFAULT_STEPS,
               seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """The probe's report of ``framework`` for ``workload`` at ``size`` (imports that framework)."""
-    from frameworks import REGISTRY
+    from frameworks import FRAMEWORKS, REGISTRY
 
-    module = importlib.import_module(f"{REGISTRY[framework]}.probe")
+    module = importlib.import_module(f"{REGISTRY[FRAMEWORKS.check(framework)]}.probe")
     report = module.probe(workload, WORKLOADS[workload].options(size), steps, seed)
     if len(report["losses"]) != steps:
         raise RuntimeError(f"{framework} probe returned {len(report['losses'])} losses for {steps} steps")

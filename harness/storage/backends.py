@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping
 
 from harness.base import config
 from harness.base.errors import UserError
+from harness.base.registry import Registry
 from harness.contract.axes import Storage
 
 REMOTES = tuple(storage.value for storage in Storage if storage.kind.cacheable)  # what ``cached`` may front
@@ -137,13 +138,12 @@ def _backend(storage: Storage) -> Backend:
 
 # Every backend that reads data, from its declaration (harness.contract.axes.Storage): nothing to add here.
 REGISTRY: dict[str, Backend] = {storage.value: _backend(storage) for storage in Storage if storage.kind.client}
+BACKENDS: Registry[Backend] = Registry("storage", REGISTRY)
 
 
 def get(name: str, options: Mapping[str, Any] | None = None) -> Backend:
     """The backend, its client packages checked (for ``options``, when given: some need none for some urls)."""
-    if name not in REGISTRY:
-        raise UserError(f"storage {name!r}: unknown; known: {', '.join(REGISTRY)}")
-    backend = REGISTRY[name]
+    backend = BACKENDS.get(name)
     missing = backend.missing(options)
     if missing:
         raise UserError(f"storage {name}: needs the Python package {', '.join(missing)} "
