@@ -11,6 +11,8 @@ Each launcher is a module named in ``REGISTRY`` that defines
 - ``command(request) -> LaunchCommand``;
 - ``unsupported_reason(spec) -> str | None``: why it cannot start the run here
   (a missing engine, too many nodes), which makes the run a ``skipped`` row;
+- optionally ``NETNS_PREFERENCE = <int>``: it reaches network-namespace hosts (``remote = "netns"``),
+  the number ordering them in the emulated cluster's launcher options;
 - optionally ``CLUSTER = True``: it hands the run to a cluster's scheduler, whose nodes this
   machine's GPUs do not bound (``rosetta reproduce --at published``).
 
@@ -93,6 +95,12 @@ def names() -> list[str]:
 def module(name: str, where: str = "") -> ModuleType:
     """The launcher's module (``UnknownName``, listing the valid names, if unknown)."""
     return LAUNCHERS.get(name, where)
+
+
+def netns_launchers() -> tuple[str, ...]:
+    """The launchers that reach network-namespace hosts, in the order of their ``NETNS_PREFERENCE``."""
+    ranked = [(getattr(module(name), "NETNS_PREFERENCE", None), name) for name in names()]
+    return tuple(name for rank, name in sorted((r, n) for r, n in ranked if r is not None))
 
 
 def get(name: str) -> Launcher:

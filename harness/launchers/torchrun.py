@@ -19,6 +19,12 @@ from harness.launchers import (
 from harness.launchers.hosts import RemoteShell
 
 
+# reaches network-namespace hosts (remote = "netns"); the number orders them in the emulated cluster's
+# launcher options (a framework's ranks take its first launcher that reaches them)
+# (torchrun's rendezvous)
+NETNS_PREFERENCE = 1
+
+
 @dataclass(frozen=True)
 class Options:
     """Multi-node settings; with no ``hosts`` every run stays on this machine."""

@@ -34,9 +34,6 @@ RANK_BYTES_PER_GRADIENT_BYTE = 3  # parameters, gradients, DDP's buckets or Horo
 # of the memory available now that the emulated ranks may take together; the rest is the harness's, the
 # kernel's socket buffers' and the page cache's
 MEMORY_SHARE = 0.85
-# the launcher of a framework's ranks on namespace hosts: torchrun's rendezvous, horovodrun's Gloo (its ranks
-# block while they wait; Open MPI's poll, which saturates this machine's cores), else mpirun's daemons
-NETNS_LAUNCHERS = ("torchrun", "horovodrun", "mpirun")
 GRADIENTS = {"exchange": Exchange.GRADIENTS.value}  # an emulated cluster's [emulation], as far as support goes
 
 
@@ -92,9 +89,10 @@ def emulated_here(ref: Reference) -> str:
 
 def launcher_for(framework: str) -> str:
     """The framework's first launcher that reaches network-namespace hosts."""
-    usable = [name for name in frameworks.get(framework).launchers if name in NETNS_LAUNCHERS]
+    reaching = launchers.netns_launchers()  # a launcher's fact, in its declaration (NETNS_PREFERENCE)
+    usable = [name for name in frameworks.get(framework).launchers if name in reaching]
     if not usable:
-        raise UserError(f"{framework}: none of its launchers reaches network-namespace hosts ({', '.join(NETNS_LAUNCHERS)})")
+        raise UserError(f"{framework}: none of its launchers reaches network-namespace hosts ({', '.join(reaching)})")
     return usable[0]
 
 
@@ -115,7 +113,7 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
         combo["framework"] = framework or combo["framework"]
         combo["launcher"] = launcher_for(combo["framework"])
     names, addresses = list(hosts), list(hosts.values())
-    doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in NETNS_LAUNCHERS}
+    doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in launchers.netns_launchers()}
     doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
                         "inter_link": pub.inter_link, "dilation": dilation}
     doc["name"], doc["description"] = f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"

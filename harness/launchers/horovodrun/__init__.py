@@ -32,6 +32,12 @@ class Controller(str, Enum):
     MPI = "mpi"
 
 
+# reaches network-namespace hosts (remote = "netns"); the number orders them in the emulated cluster's
+# launcher options (a framework's ranks take its first launcher that reaches them)
+# (horovodrun's Gloo: its ranks block while they wait)
+NETNS_PREFERENCE = 2
+
+
 @dataclass(frozen=True)
 class Options:
     hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # ssh-reachable names

@@ -153,3 +153,11 @@ def test_horovodrun_build_check_is_asked_once_per_installation(tmp_path):
     ext.write_bytes(b"rebuilt")  # another size: a rebuilt Horovod is asked again
     assert installation_key(package, "0.28.1") != before
     assert installation_key(package, "0.28.2") != installation_key(package, "0.28.1")
+
+
+def test_the_launchers_that_reach_namespace_hosts_say_so_in_their_declaration():
+    from harness import launchers
+
+    assert launchers.netns_launchers() == ("torchrun", "horovodrun", "mpirun")
+    for name in launchers.netns_launchers():  # each takes the namespace hosts as its options
+        assert {"hosts", "remote"} <= set(launchers.module(name).Options.__dataclass_fields__), name
