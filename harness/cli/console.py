@@ -71,7 +71,7 @@ class RichObserver:
                                                     f"{total}, ~{rate:.1f} samples/s")
 
     def run_finished(self, row: dict[str, Any]) -> None:
-        from rich.markup import escape
+        from harness.base.escaping import terminal as escape
 
         self.progress.advance(self.task)
         if row["status"] == "ok":

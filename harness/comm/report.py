@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from rich.markup import escape
+from harness.base.escaping import terminal as escape
 
 from harness.reports.charts import save_figure
 

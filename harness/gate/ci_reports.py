@@ -7,28 +7,22 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from harness.base.escaping import markdown_cell, xml_text
 from harness.gate.compare import GATE_FAILING, INCONCLUSIVE, MISSING, NEW, NOT_JUDGED, SKIPPED, Cell, gate_failed
 
 VERDICTS_FORMAT = 2  # of the JSON document; bump when a field changes meaning (2: alpha, inconclusive, not judged, skipped)
 FAILING = GATE_FAILING  # a JUnit failure
 NOT_COMPARED = (MISSING, NEW, INCONCLUSIVE, NOT_JUDGED, SKIPPED)  # a JUnit skip: no verdict, and why
-# Characters XML 1.0 cannot hold even escaped (terminal colour codes in a log line a reason quotes)
-_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _finite(value: Any) -> Any:
     """JSON has no NaN or Infinity: null."""
     return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-def _xml_text(text: str) -> str:
-    return _NOT_XML.sub("\ufffd", text)
 
 
 def describe(cell: Cell) -> str:
@@ -54,16 +48,16 @@ def junit_xml(cells: Sequence[Cell], title: str) -> str:
     failures = sum(c.verdict in FAILING for c in cells)
     skipped = sum(c.verdict in NOT_COMPARED for c in cells)
     suites = ET.Element("testsuites", name="rosetta compare", tests=str(len(cells)), failures=str(failures))
-    suite = ET.SubElement(suites, "testsuite", name=_xml_text(title), tests=str(len(cells)), failures=str(failures),
+    suite = ET.SubElement(suites, "testsuite", name=xml_text(title), tests=str(len(cells)), failures=str(failures),
                           errors="0", skipped=str(skipped))
     for cell in cells:
-        case = ET.SubElement(suite, "testcase", classname=_xml_text("rosetta." + ".".join(cell.label.split()[:2])),
-                             name=_xml_text(cell.label))
-        text = _xml_text(describe(cell) + "".join(f"\nprovenance differs: {p}" for p in cell.provenance))
+        case = ET.SubElement(suite, "testcase", classname=xml_text("rosetta." + ".".join(cell.label.split()[:2])),
+                             name=xml_text(cell.label))
+        text = xml_text(describe(cell) + "".join(f"\nprovenance differs: {p}" for p in cell.provenance))
         if cell.verdict in FAILING:
-            ET.SubElement(case, "failure", message=_xml_text(describe(cell)), type=cell.verdict).text = text
+            ET.SubElement(case, "failure", message=xml_text(describe(cell)), type=cell.verdict).text = text
         elif cell.verdict in NOT_COMPARED:
-            ET.SubElement(case, "skipped", message=_xml_text(describe(cell)))
+            ET.SubElement(case, "skipped", message=xml_text(describe(cell)))
         else:
             ET.SubElement(case, "system-out").text = text
     ET.indent(suites)
@@ -76,19 +70,20 @@ def markdown(cells: Sequence[Cell], title: str) -> str:
     failing = sum(c.verdict in FAILING for c in cells)
     unjudged = sum(c.verdict in (INCONCLUSIVE, NOT_JUDGED) for c in cells)
     also = f" {unjudged} inconclusive or not judged (see their notes)." if unjudged else ""
-    lines = [f"### {title}", "", f"{head}: {failing} of {len(cells)} configurations regressed or failed.{also}", "",
+    lines = [f"### {markdown_cell(title)}", "",
+             f"{head}: {failing} of {len(cells)} configurations regressed or failed.{also}", "",
              "| configuration | verdict | change | 95% CI | noise | baseline | current | note |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for c in sorted(cells, key=lambda c: c.verdict not in FAILING):
         measured = not math.isnan(c.change)
-        cols = [c.label.replace("|", "\\|"), f"**{c.verdict}**" if c.verdict in FAILING else c.verdict,
+        cols = [markdown_cell(c.label), f"**{c.verdict}**" if c.verdict in FAILING else c.verdict,
                 f"{c.change:+.1%}" if measured else "-",
                 f"{c.ci_low:+.1%} .. {c.ci_high:+.1%}" if measured else "-",
                 f"±{c.threshold:.1%}" if measured else "-",
                 f"{c.baseline_rate:.1f}" if measured else "-", f"{c.current_rate:.1f}" if measured else "-",
-                (c.note or "").replace("|", "\\|")]
+                markdown_cell(c.note or "")]
         lines.append("| " + " | ".join(cols) + " |")
-    provenance = [f"- {c.label}: {p}" for c in cells for p in c.provenance]
+    provenance = [f"- {markdown_cell(c.label)}: {markdown_cell(p)}" for c in cells for p in c.provenance]
     if provenance:
         lines += ["", "Provenance differs:", ""] + provenance
     return "\n".join(lines) + "\n"
@@ -144,18 +139,18 @@ def history_junit(all_series: Sequence, title: str) -> str:
     failures = sum(s.verdict.fails for s in all_series)
     skipped = sum(s.verdict.verdict == "not judged" for s in all_series)
     suites = ET.Element("testsuites", name="rosetta history", tests=str(len(all_series)), failures=str(failures))
-    suite = ET.SubElement(suites, "testsuite", name=title, tests=str(len(all_series)), failures=str(failures),
+    suite = ET.SubElement(suites, "testsuite", name=xml_text(title), tests=str(len(all_series)), failures=str(failures),
                           errors="0", skipped=str(skipped))
     for s in all_series:
-        case = ET.SubElement(suite, "testcase", classname="rosetta." + ".".join(s.label.split()[:2]),
-                             name=_xml_text(f"{s.label} on {s.machine}"))
+        case = ET.SubElement(suite, "testcase", classname=xml_text("rosetta." + ".".join(s.label.split()[:2])),
+                             name=xml_text(f"{s.label} on {s.machine}"))
         steps = "".join(f"\nstep {st.direction} {st.change:+.1%} at {st.sweep_id} ({st.verdict})"
                         + "".join(f"; {p}" for p in st.provenance) for st in s.steps)
-        text = _xml_text(describe_series(s) + steps)
+        text = xml_text(describe_series(s) + steps)
         if s.verdict.fails:
-            ET.SubElement(case, "failure", message=_xml_text(describe_series(s)), type="regression").text = text
+            ET.SubElement(case, "failure", message=xml_text(describe_series(s)), type="regression").text = text
         elif s.verdict.verdict == "not judged":
-            ET.SubElement(case, "skipped", message=_xml_text(describe_series(s)))
+            ET.SubElement(case, "skipped", message=xml_text(describe_series(s)))
         else:
             ET.SubElement(case, "system-out").text = text
     ET.indent(suites)
@@ -166,20 +161,21 @@ def history_markdown(all_series: Sequence, title: str) -> str:
     """A Markdown table of every series' newest verdict, regressions first, then each series' steps."""
     failing = [s for s in all_series if s.verdict.fails]
     head = "**gate failed**" if failing else "gate passed"
-    lines = [f"### {title}", "", f"{head}: {len(failing)} of {len(all_series)} series confirmed a step down on their "
-             "newest sweep.", "", "| configuration | machine | newest sweep | verdict | change | steps | trend | outliers "
-             "| min. detectable |", "|---|---|---|---|---:|---|---|---:|---:|"]
+    lines = [f"### {markdown_cell(title)}", "", f"{head}: {len(failing)} of {len(all_series)} series confirmed a step "
+             "down on their newest sweep.", "",
+             "| configuration | machine | newest sweep | verdict | change | steps | trend | outliers | min. detectable |", "|---|---|---|---|---:|---|---|---:|---:|"]
     for s in sorted(all_series, key=lambda s: not s.verdict.fails):
         v = s.verdict
         verdict = v.verdict + (f" ({v.status})" if v.status else "")
-        steps = ", ".join(f"{st.direction} {st.change:+.1%} at {st.sweep_id}" for st in s.steps) or "-"
+        steps = ", ".join(f"{st.direction} {st.change:+.1%} at {markdown_cell(st.sweep_id)}" for st in s.steps) or "-"
         trend = ", ".join(f"{t.slope:+.2%}/sweep" for t in s.trends) or "-"
-        cols = [s.label, s.machine, v.sweep_id, f"**{verdict}**" if v.fails else verdict,
+        cols = [markdown_cell(s.label), markdown_cell(s.machine), markdown_cell(v.sweep_id),
+                f"**{verdict}**" if v.fails else verdict,
                 f"{v.change:+.1%}" if not math.isnan(v.change) else "-", steps, trend, str(len(s.outliers)),
                 f"{-s.mde:+.1%}" if not math.isnan(s.mde) else "-"]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cols) + " |")
-    causes = [f"- {s.label} on {s.machine}, {st.sweep_id}: {p}" for s in all_series for st in s.steps
-              for p in st.provenance]
+        lines.append("| " + " | ".join(cols) + " |")
+    causes = [f"- {markdown_cell(f'{s.label} on {s.machine}, {st.sweep_id}')}: {markdown_cell(p)}"
+              for s in all_series for st in s.steps for p in st.provenance]
     if causes:
         lines += ["", "Provenance changed at a step:", ""] + causes
     return "\n".join(lines) + "\n"

@@ -1,11 +1,11 @@
 """The dashboard's HTML pages (:mod:`harness.gate.dashboard` writes them). Every string from the data
-(configuration labels, machines, sweep ids, provenance, notes) goes through ``html.escape``: a results
+(configuration labels, machines, sweep ids, provenance, notes) goes through ``harness.base.escaping.html``: a results
 table is input, and none of it may become markup or script in the pages."""
 
 from __future__ import annotations
 
 import math
-from html import escape
+from harness.base.escaping import html as escape
 from typing import Callable, Sequence
 
 from harness.gate.ci_reports import describe_series
@@ -84,7 +84,7 @@ def index(listed: Sequence, title: str) -> str:
                     f'<td>{escape(s.points[-1].sweep_id)}{stale}</td><td class="num">{figure}</td><td>{_verdict(s)}</td>'
                     f'<td class="num">{_mde(s)}</td><td>{_canary(s)}</td><td>{chart(s, 220, 48, small=True)}</td></tr>')
     failing = sum(e.series.verdict.fails for e in listed)
-    head = "".join(f"<th>{h}</th>" for h in ("configuration", "machine", *FILTERS[:4], "newest sweep", "newest figure",
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("configuration", "machine", *FILTERS[:4], "newest sweep", "newest figure",
                                              "verdict", "min. detectable", "canary", "sweeps"))
     summary = (f'<p>{len(listed)} series; <a href="regressions.html">{failing} regressed</a> on their newest sweep.'
                f' Filter, or link a filtered view as <code>index.html#framework=...&amp;verdict=regression</code>.</p>')
@@ -107,7 +107,7 @@ def _steps_table(s) -> str:
         f'<td class="num">{st.change:+.1%}</td><td class="num">{st.before:.4g} &rarr; {st.after:.4g}</td>'
         f'<td class="num">{st.p_value:.2g}</td><td>{escape(st.verdict)}</td><td>{_provenance(st.provenance)}</td></tr>'
         for st in s.steps)
-    head = "".join(f"<th>{h}</th>" for h in ("first sweep", "time", "direction", "change", f"{s.unit}/s",
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("first sweep", "time", "direction", "change", f"{s.unit}/s",
                                              "p", "verdict", "what changed (provenance)"))
     return f'<table id="steps"><tr>{head}</tr>{rows}</table>'
 
@@ -118,7 +118,7 @@ def _levels_table(s) -> str:
         f'<td class="num">{lv.end_rate:.4g}</td><td>{"trend" if lv.slope else "level"}</td>'
         f'<td class="num">{f"{lv.slope:+.2%}/sweep (p {lv.p_value:.2g})" if lv.slope else "-"}</td></tr>'
         for lv in s.levels)
-    head = "".join(f"<th>{h}</th>" for h in ("from", "to", f"{s.unit}/s at start", "at end", "kind", "slope"))
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("from", "to", f"{s.unit}/s at start", "at end", "kind", "slope"))
     return f'<table id="levels"><tr>{head}</tr>{rows}</table>' if rows else '<p class="muted">no levels</p>'
 
 
@@ -131,7 +131,7 @@ def _points_table(s) -> str:
         f'<td class="num">{p.repeats}</td><td class="num">{num(p.rate)}</td><td class="num">{num(p.fitted)}</td>'
         f'<td>{escape(p.label)}</td><td>{_provenance(p.provenance) if p.provenance else ""}</td></tr>'
         for p in reversed(s.points))
-    head = "".join(f"<th>{h}</th>" for h in ("sweep", "time", "runs", "launches judged", f"{s.unit}/s", "level",
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("sweep", "time", "runs", "launches judged", f"{s.unit}/s", "level",
                                              "label", "what changed"))
     return f'<table id="points"><tr>{head}</tr>{rows}</table>'
 
@@ -167,14 +167,14 @@ def regressions(listed: Sequence, title: str, current: Callable, past: Callable,
     """The series whose newest sweep failed the history gate, those with a suspected step down, then past
     confirmed steps down."""
     now = [e for e in listed if e.series.verdict.fails]
-    head = "".join(f"<th>{h}</th>" for h in ("configuration", "machine", "newest sweep", "verdict", "p", "why",
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("configuration", "machine", "newest sweep", "verdict", "p", "why",
                                              "what changed at the step"))
     older = [(e, st) for e in listed for st in past(e.series)]
     past_rows = "".join(
         f'<tr data-series{_attributes(e)} class="past"><td>{_link(e)}</td><td>{escape(e.series.machine)}</td>'
         f'<td>{escape(st.sweep_id)}</td><td class="num">{st.change:+.1%}</td><td>{_provenance(st.provenance)}</td></tr>'
         for e, st in older)
-    past_head = "".join(f"<th>{h}</th>" for h in ("configuration", "machine", "step at sweep", "change",
+    past_head = "".join(f"<th>{escape(h)}</th>" for h in ("configuration", "machine", "step at sweep", "change",
                                                   "what changed"))
     watched = [e for e in listed if suspected(e.series)]
     body = (f'{_filters(listed)}<h2>Failing CI on the newest sweep ({len(now)})</h2>'

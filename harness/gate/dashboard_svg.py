@@ -2,7 +2,7 @@
 sweeps, levels and trends, its steps (confirmed dashed, suspected dotted; red down, green up) and outliers
 (circled), on a y axis around the data in samples/s and an x axis of sweeps in time order.
 
-Every string that comes from the data is escaped here (``html.escape``), since the SVG is inlined in HTML.
+Every string that comes from the data is escaped here (``harness.base.escaping.html``), since the SVG is inlined in HTML.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from html import escape
+from harness.base.escaping import html as escape
 
 from harness.gate.history import Series
 

@@ -28,7 +28,7 @@ COLOUR = {REGRESSION: "red", FAILED: "red", IMPROVEMENT: "green", SAME: "white",
 def print_comparison(cells: Sequence[Cell], console=None, title: str = "") -> None:
     """The comparison as a rich table, then every provenance difference in words."""
     from rich.console import Console
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
 
     console = console or Console()
@@ -88,13 +88,14 @@ def print_history(all_series, console=None, alpha: float = ALPHA) -> None:
 
 
 def _print_sweeps(s, console) -> None:
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
 
     steps = {st.sweep_id: st for st in s.steps}
     table = Table(title=escape(f"{s.label} on {s.machine}"))
-    for col in ("when (UTC)", "sweep", "launches", f"{s.unit}/s", "level", "vs level", "step", "what changed"):
-        table.add_column(col, justify="right" if col in ("launches", f"{s.unit}/s", "level", "vs level") else "left")
+    rate = f"{escape(s.unit)}/s"
+    for col in ("when (UTC)", "sweep", "launches", rate, "level", "vs level", "step", "what changed"):
+        table.add_column(col, justify="right" if col in ("launches", rate, "level", "vs level") else "left")
     for p in s.points:
         judged = not math.isnan(p.rate)
         step = steps.get(p.sweep_id)
@@ -107,12 +108,12 @@ def _print_sweeps(s, console) -> None:
     console.print(table)
     for lv in s.trends:
         console.print(f"trend {lv.slope:+.2%} per sweep from {escape(lv.first)} to {escape(lv.last)} "
-                      f"({lv.rate:.1f} -> {lv.end_rate:.1f} {s.unit}/s)", highlight=False)
+                      f"({lv.rate:.1f} -> {lv.end_rate:.1f} {escape(s.unit)}/s)", highlight=False)
 
 
 def _print_summary(all_series, console) -> None:
     """One line per series: its newest sweep's verdict, steps, trends, outliers and noise."""
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
 
     table = Table(title="rosetta history: the newest sweep of each configuration on each machine")

@@ -17,7 +17,7 @@ PLAN_HIDDEN = ("scenario", "world_size", "global_batch", "warmup_steps", "measur
 
 def plan_table(scenario: Scenario):
     """One row per run: the dimensions that vary (the constant ones in the title), whether it will run here."""
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
 
     specs = expand(scenario)
@@ -39,7 +39,7 @@ def plan_table(scenario: Scenario):
 
 def dry_run_table(scenario: Scenario, planned: list[tuple[RunSpec, Path, str | None]]):
     """What ``harness.running.runner.dry_run`` wrote: each run's folder, and whether it would run here."""
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
 
     table = Table(title=f"{escape(scenario.name)}: {len(planned)} runs written, none launched")

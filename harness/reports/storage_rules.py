@@ -40,7 +40,7 @@ def storage_summary(table: pd.DataFrame) -> pd.DataFrame:
 def storage_summary_items(table: pd.DataFrame) -> list:
     """The storage summary as a rich table, then each non-compliant set's broken rules (rich renderables,
     nothing where the sweep read no real data)."""
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
     from rich.text import Text
 

@@ -23,7 +23,7 @@ def summary_items(summary: pd.DataFrame) -> list:
     """The summary as a rich table (columns with one value across it folded into the title), then the
     notes under it: superlinear efficiency, the wrapper's cost, the configurations that were not measured
     with their reasons. Rich renderables, in order, for a console to print."""
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
     from rich.text import Text
 
@@ -38,7 +38,7 @@ def summary_items(summary: pd.DataFrame) -> list:
              + metrics.INTERVAL_HOW)
     used = sorted(set(summary["efficiency_baseline"].dropna())) if "efficiency_baseline" in summary else []
     if used and "efficiency" in cells:
-        title += "\nefficiency vs " + "; ".join(used)
+        title += "\nefficiency vs " + "; ".join(escape(u) for u in used)
     if constant:
         title += "\n" + ", ".join(f"{n} = {rendered[n][0]}" for n in constant)
     table = Table(title=title)
@@ -57,28 +57,31 @@ def summary_items(summary: pd.DataFrame) -> list:
     items += utilization_note_items(summary)
     items += [Text(line) for line in wrapper_cost_lines(summary)]
     items += busy_items(summary)
-    items += [Text.from_markup(f"[yellow]{r['framework']} {r['workload']}/{r['size']} world {r['world_size']}: "
-                               f"{r['status']}[/yellow] - {escape(r['reason'])}")
+    items += [Text.from_markup(f"[yellow]{escape(r['framework'])} {escape(r['workload'])}/{escape(r['size'])} world "
+                               f"{escape(r['world_size'])}: {escape(r['status'])}[/yellow] - {escape(r['reason'])}")
               for _, r in summary[summary["reason"].notna()].iterrows()]
     return items
 
 
 def _cells(summary: pd.DataFrame) -> dict:
-    """The summary's columns: each a function from a summary row to its cell's text (rich markup)."""
+    """The summary's columns: each a function from a summary row to its cell's text (rich markup; every
+    string of the table through :func:`harness.base.escaping.terminal`)."""
+    from harness.base.escaping import terminal as escape
+
     cells = {
-        "framework": lambda r: r["framework"],
-        "config": lambda r: str(r.get("config_id"))[:8],
-        "workload": lambda r: f"{r['workload']}/{r['size']}",
+        "framework": lambda r: escape(r["framework"]),
+        "config": lambda r: escape(str(r.get("config_id"))[:8]),
+        "workload": lambda r: escape(f"{r['workload']}/{r['size']}"),
         "world": lambda r: f"{r['nodes']}x{r['procs_per_node']}",
         "batch/worker": lambda r: str(r["batch_per_worker"]),
-        "strategy": lambda r: r["strategy"],
-        "storage": lambda r: r["storage"],
-        **{key: (lambda r, key=key: str(r[key])) for key in NUMERICS},
-        "device": lambda r: str(r["device"]),
+        "strategy": lambda r: escape(r["strategy"]),
+        "storage": lambda r: escape(r["storage"]),
+        **{key: (lambda r, key=key: escape(r[key])) for key in NUMERICS},
+        "device": lambda r: escape(r["device"]),
         "ok/runs": lambda r: f"{r['ok']}/{r['runs']}",
         "samples/s": lambda r: (f"{r['throughput_median']:.1f}{busy_mark(r)}" if not math.isnan(r["throughput_median"])
-                                else f"[red]{r['status']}[/red]"),
-        "unit": lambda r: r["sample_unit"],
+                                else f"[red]{escape(r['status'])}[/red]"),
+        "unit": lambda r: escape(r["sample_unit"]),
         "spread": _interval,
         "step p50 ms": lambda r: _ms(r["step_p50_s"]),
         "step p90 ms": lambda r: _ms(r["step_p90_s"]),
@@ -182,14 +185,15 @@ def frameworks_side_by_side(summary: pd.DataFrame) -> pd.DataFrame:
 
 def frameworks_table(summary: pd.DataFrame):
     """The side-by-side framework table (:func:`frameworks_side_by_side`) as a rich table."""
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
 
     side = frameworks_side_by_side(summary)
     table = Table(title="frameworks side by side: samples/s, median over repeats (same workload, data, recipe)")
     for name in side.columns:
-        table.add_column(str(name), justify="right" if name not in ("workload", "size") else "left")
+        table.add_column(escape(name), justify="right" if name not in ("workload", "size") else "left")
     for _, r in side.iterrows():
-        table.add_row(*(str(v) for v in r))
+        table.add_row(*(escape(v) for v in r))
     return table
 
 
@@ -236,7 +240,7 @@ def busy_mark(row: pd.Series) -> str:
 
 def busy_items(summary: pd.DataFrame) -> list:
     """A footnote per configuration with repeats measured on a busy machine (marked * in the table)."""
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.text import Text
 
     if "busy" not in summary:

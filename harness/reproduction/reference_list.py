@@ -9,7 +9,7 @@ from harness.reproduction.published import published_here, reduced_here
 
 def references_table():
     """``rosetta reproduce --list``: each reference and what of it runs here (from the registries), a rich table."""
-    from rich.markup import escape
+    from harness.base.escaping import terminal as escape
     from rich.table import Table
 
     table = Table(title="Published references (results/reference/): what runs here follows from the registries")

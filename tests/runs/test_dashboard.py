@@ -250,3 +250,29 @@ def test_bad_input_is_one_line_and_exit_2(site, tmp_path, capsys):
     assert cli.main(["dashboard", str(store), "--out", str(tmp_path / "file")]) == 2
     errors = capsys.readouterr().err.strip().splitlines()
     assert len(errors) == 3 and all(e.startswith("rosetta: error: ") for e in errors)
+
+
+# Issue 52: every string column of a hostile table carries a script that would mark the page if it ran
+PWNED = "document.documentElement.setAttribute('data-pwned','1')"
+HOSTILE_STRINGS = (f"<script>{PWNED}</script>", f'<img src=x onerror="{PWNED}">', f"\"><svg onload=\"{PWNED}\">",
+                   f"'><body onload=\"{PWNED}\">")
+
+
+@needs_chromium
+def test_a_page_built_from_a_hostile_table_runs_no_script_of_it(tmp_path):
+    rows, rng = [], random.Random(5)
+    for i in range(8):
+        for k, bad in enumerate(HOSTILE_STRINGS):
+            sweep = sweep_rows(i, 0.080 if i < 6 else SLOW, rng, config=f"c{k}", host=bad, framework=bad,
+                               workload=bad, storage=bad, strategy=bad)
+            rows += [{**r, "sample_unit": bad, "framework_version": bad} for r in sweep]
+    results.append(tmp_path / "store", rows)
+    out = tmp_path / "site"
+    assert cli.main(["dashboard", str(tmp_path / "store"), "--out", str(out), "--as-of", AS_OF]) == 0
+    pages = sorted(out.glob("*.html"))
+    assert len(pages) == 2 + len(HOSTILE_STRINGS)
+    for page in pages:
+        dom = _dom(tmp_path, page)
+        assert 'data-filtered="yes"' in dom or page.name.startswith("series-"), page.name  # the page's own script ran
+        assert not re.search(r"<html[^>]*data-pwned", dom), page.name  # the data's did not
+        assert "&lt;" in dom, page.name  # the data is shown, as text
