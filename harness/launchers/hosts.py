@@ -21,6 +21,15 @@ NETNS_DIR = Path("/run/netns")  # where ip netns keeps the named namespaces
 NETNS_AGENT = "tools/netns_rsh.sh"
 
 
+# A host as a launcher may name it (ssh, mpirun's --host, horovodrun's -H, a rendezvous address): an RFC 1123
+# name (labels of letters, digits and inner hyphens, at most 63 each, 253 in all), an IPv4 address (those
+# are names by this grammar too) or an IPv6 address (hex digits and colons, an optional %zone). None starts
+# with "-", so none can be read as an option; none holds "," or ":" where a host list separates entries.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOST_NAME = rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?|(?=[0-9A-Fa-f:.]*:)[0-9A-Fa-f:.]{{2,45}}(?:%[A-Za-z0-9_.]{{1,16}})?"
+HOST_FIELD = {"allow_empty": True, "pattern": (HOST_NAME, "a host name (RFC 1123) or an IPv4/IPv6 address")}
+
+
 class RemoteShell(str, Enum):
     SSH = "ssh"
     NETNS = "netns"
@@ -30,7 +39,7 @@ def prefix(remote: RemoteShell, host: str) -> tuple[str, ...]:
     """The argv prefix that runs a command on ``host``."""
     if remote == RemoteShell.NETNS:
         return ("ip", "netns", "exec", host)
-    return ("ssh", "-o", "BatchMode=yes", host)
+    return ("ssh", "-o", "BatchMode=yes", "--", host)  # "--": nothing after it is an option of ssh
 
 
 def node_cpus(remote: RemoteShell, spec: RunSpec, cpu_count: int) -> int | None:

@@ -35,8 +35,8 @@ NETNS_PREFERENCE = 3
 
 @dataclass(frozen=True)
 class Options:
-    hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
-    addresses: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})
+    hosts: tuple[str, ...] = field(default=(), metadata=host_list.HOST_FIELD)
+    addresses: tuple[str, ...] = field(default=(), metadata=host_list.HOST_FIELD)
     remote: RemoteShell = RemoteShell.SSH
     # 0: a free port found per run on one host (two runs on a machine never meet at a shared 29500), and
     # torch's 29500 across hosts, where this machine cannot tell which port is free on the first host

@@ -29,8 +29,8 @@ NETNS_PREFERENCE = 1
 class Options:
     """Multi-node settings; with no ``hosts`` every run stays on this machine."""
 
-    hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # ssh names or netns names
-    addresses: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # for rendezvous
+    hosts: tuple[str, ...] = field(default=(), metadata=host_list.HOST_FIELD)  # ssh names or netns names
+    addresses: tuple[str, ...] = field(default=(), metadata=host_list.HOST_FIELD)  # for rendezvous
     remote: RemoteShell = RemoteShell.SSH
     rendezvous_port: int = field(default=29400, metadata={"min": 1, "max": 65535})
     interface: str = "eth0"  # the hosts' network interface (sockets of gloo/NCCL, network caps)

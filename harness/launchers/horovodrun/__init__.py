@@ -40,7 +40,7 @@ NETNS_PREFERENCE = 2
 
 @dataclass(frozen=True)
 class Options:
-    hosts: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # ssh-reachable names
+    hosts: tuple[str, ...] = field(default=(), metadata=host_list.HOST_FIELD)  # ssh-reachable names
     remote: RemoteShell = RemoteShell.SSH
     controller: Controller = Controller.GLOO
     network_interface: str = ""  # e.g. "eth0"; empty: Horovod chooses (eth0 on namespace hosts)
