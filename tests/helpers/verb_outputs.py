@@ -66,9 +66,27 @@ def capture(argv: list[str]) -> str:
 
 def normalized(text: str, root: Path) -> str:
     """Paths of the temporary folder and of this checkout as placeholders, so two checkouts print alike, and
-    the emulated GPUs this machine's free memory holds (it moves with what else runs) as ``<N>``."""
+    the emulated GPUs the free memory holds as ``<N>`` (record holds that memory fixed: see AVAILABLE_BYTES)."""
     text = text.replace(str(root), "<tmp>").replace(str(REPO), "<repo>")
     return re.sub(r"points above \d+ GPUs skipped", "points above <N> GPUs skipped", text)
+
+
+# the memory `reproduce --list` plans emulated ranks for: the issue's machine's (24 GiB, 20 of them free), not
+# what this one has free now, which moves with what else runs and rewraps the table around the count
+AVAILABLE_BYTES = 20 * 2**30
+
+
+@contextlib.contextmanager
+def fixed_memory():
+    """psutil's available memory held at AVAILABLE_BYTES while the verbs run (the rest of its figures as they are)."""
+    import psutil
+
+    real = psutil.virtual_memory
+    psutil.virtual_memory = lambda: real()._replace(available=AVAILABLE_BYTES)
+    try:
+        yield
+    finally:
+        psutil.virtual_memory = real
 
 
 def record(root: Path) -> dict[str, str]:
@@ -77,8 +95,9 @@ def record(root: Path) -> dict[str, str]:
     os.chdir(root)
     (root / "charts").mkdir()
     folders = {k: str(v.relative_to(root)) for k, v in make_store(root).items()} | {"out": "charts", "repo": str(REPO)}
-    return {case: normalized(capture([re.sub(r"\{(\w+)\}", lambda m: folders[m.group(1)], a) for a in argv]), root)
-            for case, argv in CASES.items()}
+    with fixed_memory():
+        return {case: normalized(capture([re.sub(r"\{(\w+)\}", lambda m: folders[m.group(1)], a) for a in argv]),
+                                 root) for case, argv in CASES.items()}
 
 
 if __name__ == "__main__":
