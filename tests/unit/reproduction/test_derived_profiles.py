@@ -1,0 +1,33 @@
+"""An accelerator profile derived from a reference (its source says so) is that reference's own smallest
+published point: batch / compute_s is the series' first throughput, and the reference names the profile."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from harness.machines import accelerators
+from harness.reproduction import reference
+
+DERIVED = re.compile(r"^derived from the reference: results/reference/([\w.-]+)\.toml")
+
+
+def derived_profiles():
+    return [p for p in accelerators.load_profiles()[0] if DERIVED.match(p.source)]
+
+
+def test_the_references_without_a_measured_profile_have_derived_ones():
+    covered = {DERIVED.match(p.source).group(1) for p in derived_profiles()}
+    assert {"batchai-tf-v100", "tf-docs-k80-distributed", "dle-bert-large-a100"} <= covered
+
+
+@pytest.mark.parametrize("profile", derived_profiles(), ids=lambda p: f"{p.accelerator}-{p.workload.value}-{p.batch}")
+def test_a_derived_profile_is_its_references_smallest_point(profile):
+    ref = reference.get(DERIVED.match(profile.source).group(1))
+    assert ref.published is not None and ref.published.accelerator == profile.accelerator
+    labels = {run.series for run in ref.published.runs
+              if run.batch_per_worker == profile.batch and run.precision == profile.precision.value}
+    firsts = [s.throughput[0] for s in ref.series if s.label in labels and s.gpus[0] == 1]
+    assert firsts, f"{ref.id}: no 1-GPU point at batch {profile.batch}, {profile.precision.value}"
+    assert profile.batch / profile.compute_s == pytest.approx(firsts[0], rel=1e-3)
