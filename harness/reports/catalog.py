@@ -1,6 +1,7 @@
 """``rosetta list``: what is known here, from the registries and declarations alone: the frameworks (what
 each supports, whether it is installed), the workloads and their sizes, the strategies with their default
-options, the storage backends, devices, launchers, networks and the numeric axes' bounds; as rich
+options, the storage backends, devices, launchers, networks, the emulated cluster's accelerator profiles and
+link presets (harness/machines/accelerators.toml, interconnects.toml) and the numeric axes' bounds; as rich
 renderables for the command to print."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from harness.contract.framework_api import FrameworkInfo
 from harness.contract.workloads import WORKLOADS
 from harness.experiment.scenario import Matrix
 from harness.experiment.strategies import ONE_HOST, OPTIONS
+from harness.machines import accelerators, interconnects
 
 
 def catalog_items() -> list:
@@ -26,6 +28,8 @@ def catalog_items() -> list:
             f"Devices: {', '.join(d.value for d in Device)}",
             f"Launchers: {', '.join(launchers.names())} ({launchers.AUTO}: the framework's first)",
             f"Networks (link cap between hosts): {network.UNLIMITED} or a rate such as 1gbit, 100mbit",
+            f"Emulated accelerators (emulation.accelerator): {', '.join(accelerator_profiles())}",
+            f"Emulated links (emulation.intra_link, inter_link): {', '.join(interconnects.load_presets().links)}",
             f"Numeric axes (integers): {', '.join(numeric_bounds())}; sizes: see Workloads"]
 
 
@@ -97,3 +101,13 @@ def numeric_bounds() -> list[str]:
     """The integer axes of the matrix with their bounds."""
     return [f"{f.name} {f.metadata['min']}..{f.metadata['max']:,}" for f in dataclasses.fields(Matrix)
             if "max" in f.metadata]
+
+
+def accelerator_profiles() -> list[str]:
+    """Each accelerator profile's name with the workloads it has a step time for, e.g. ``v100 (resnet50)``."""
+    names: dict[str, list[str]] = {}
+    for profile in accelerators.load_profiles()[0]:
+        workloads = names.setdefault(profile.accelerator, [])
+        if profile.workload.value not in workloads:
+            workloads.append(profile.workload.value)
+    return [f"{name} ({'/'.join(workloads)})" for name, workloads in names.items()]
