@@ -1,0 +1,137 @@
+"""Where a multi-rank run's time went, per rank, from the records its ranks already write.
+
+Per rank, in seconds per measured step (means over the raw per-step records):
+  ``step``       the rank's measured step time (its ``step`` records)
+  ``compute``    forward + backward compute, as DDP's reducer timed it (``ddp_timing`` record); None where the
+                 framework wrote no such record (then the rank's compute is not told apart from ``rest``)
+  ``peer_wait``  the part of the exchange spent waiting for a slower rank: the slowest rank's data wait +
+                 compute minus this rank's, at most the rank's exposed exchange time (without ``ddp_timing``, at
+                 most what is left of its step)
+  ``exchange``   the exchange's exposed time (backward communication not overlapped with compute) beyond
+                 ``peer_wait``: the wire and the collective themselves
+  ``data``       waiting for the input pipeline (the ``data`` record's data_wait_s / measured steps); 0 for
+                 synthetic data
+  ``rest``       the step minus the parts above (the optimizer, the host's bookkeeping, what no timer saw)
+
+The slowest rank is the one the others wait for: the largest ``own`` time (step - peer_wait, what the rank spent
+on its own work). Its ``straggler_score`` is its own time / the median rank's (1.0: no straggler), as NVIDIA's
+resiliency extension scores a rank's section against its peers; ``attribution_phase`` is the phase in which it
+exceeds the median rank most (seconds). Imports ``harness.contract`` only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from harness.contract.events import RankRecord
+
+PHASES = ("compute", "peer_wait", "exchange", "data", "rest")
+OWN_PHASES = ("compute", "exchange", "data", "rest")  # what a rank spends on its own, not waiting for peers
+
+
+@dataclass(frozen=True)
+class RankTime:
+    """One rank's step, split into phases (seconds per measured step; compute None where not timed)."""
+
+    rank: int
+    host: str | None
+    step: float
+    compute: float | None
+    peer_wait: float
+    exchange: float
+    data: float
+    rest: float
+
+    @property
+    def own(self) -> float:
+        """Seconds per step this rank spent on its own work (its step less the wait for slower peers)."""
+        return self.step - self.peer_wait
+
+    def phase(self, name: str) -> float:
+        value = getattr(self, name)
+        return 0.0 if value is None else value
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """A run's per-rank breakdown and its straggler: who, where, by how much against the median rank."""
+
+    ranks: tuple[RankTime, ...]
+    slowest: RankTime
+    median_own: float  # the median rank's own time (s per step)
+    straggler_score: float  # slowest rank's own time / median_own
+    phase: str  # the phase in which the slowest rank exceeds the median most
+
+    def median(self, phase: str) -> float:
+        """The median over ranks of one phase's seconds per step."""
+        return statistics.median(r.phase(phase) for r in self.ranks)
+
+    def row_fields(self) -> dict[str, Any]:
+        """The result row's columns: the slowest rank, its host, its score, its phases and the median rank's
+        (seconds per step) and the phase to blame."""
+        fields: dict[str, Any] = {"slowest_rank": self.slowest.rank, "slowest_host": self.slowest.host,
+                                  "straggler_score": self.straggler_score, "attribution_phase": self.phase}
+        for name in OWN_PHASES:
+            fields[f"slowest_{name}_s"] = self.slowest.phase(name)
+            fields[f"median_{name}_s"] = self.median(name)
+        return fields
+
+    def table(self) -> list[dict[str, Any]]:
+        """One tidy row per rank (seconds per step), for the per-rank table file kept beside the events."""
+        return [{"rank": r.rank, "host": r.host, "step_s": r.step, "compute_s": r.compute,
+                 "peer_wait_s": r.peer_wait, "exchange_s": r.exchange, "data_s": r.data, "rest_s": r.rest,
+                 "own_s": r.own, "score": r.own / self.median_own if self.median_own > 0 else None}
+                for r in self.ranks]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _timed(record: RankRecord) -> tuple[float | None, float]:
+    """(compute, exposed exchange) seconds per step from the rank's ``ddp_timing`` record, (None, 0) without."""
+    steps = (record.ddp_timing or {}).get("steps") or []
+    if not steps:
+        return None, 0.0
+    compute = _mean([s["forward_compute_s"] + s["backward_compute_s"] for s in steps])
+    exposed = _mean([max(0.0, s["backward_comm_s"] - s["overlap_s"]) for s in steps])
+    return compute, exposed
+
+
+def _ready(record: RankRecord) -> float:
+    """Seconds per step before the rank's gradients are ready for the exchange: its data wait and compute."""
+    compute = _timed(record)[0] or 0.0
+    return compute + (record.data["data_wait_s"] / len(record.step_seconds) if record.data else 0.0)
+
+
+def _rank_time(record: RankRecord, slowest_ready: float) -> RankTime:
+    step = _mean(record.step_seconds)
+    compute, exposed = _timed(record)
+    data = record.data["data_wait_s"] / len(record.step_seconds) if record.data else 0.0
+    rest = max(0.0, step - (compute or 0.0) - exposed - data)
+    # a synchronous exchange cannot end before the slowest rank is ready: that part of it is a wait for a peer;
+    # untimed (no ddp_timing), the wait hides in what is left of the step
+    budget = exposed if compute is not None else rest
+    peer_wait = max(0.0, min(budget, slowest_ready - _ready(record)))
+    if compute is not None:
+        exposed -= peer_wait
+    else:
+        rest -= peer_wait
+    return RankTime(record.rank, (record.hello or {}).get("host"), step, compute, peer_wait, exposed, data, rest)
+
+
+def attribute(ranks: Sequence[RankRecord]) -> Attribution | None:
+    """The per-rank breakdown of a run of two or more training ranks with measured steps (else None)."""
+    trained = [r for r in ranks if r.trains and r.step_seconds]
+    if len(trained) < 2:
+        return None
+    slowest_ready = max(_ready(r) for r in trained)
+    times = tuple(_rank_time(r, slowest_ready) for r in trained)
+    slowest = max(times, key=lambda t: t.own)
+    median_own = statistics.median(t.own for t in times)
+    median_phase = {name: statistics.median(t.phase(name) for t in times) for name in OWN_PHASES}
+    phase = max(OWN_PHASES, key=lambda name: slowest.phase(name) - median_phase[name])
+    score = slowest.own / median_own if median_own > 0 else 1.0
+    return Attribution(times, slowest, median_own, score, phase)

@@ -1,0 +1,74 @@
+"""The per-rank attribution names the rank, host and phase a planted slowdown is in, from rank records."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.contract.events import RankRecord
+from harness.results.attribution import attribute
+
+STEPS = 10
+
+
+def _rank(rank: int, *, compute: float = 0.08, data: float = 0.0, comm: float = 0.01, step: float | None = None,
+          timed: bool = True) -> RankRecord:
+    """A rank of a synchronous run whose step is the slowest rank's ready time + comm (seconds per step)."""
+    record = RankRecord(rank, hello={"rank": rank, "host": f"host{rank // 2}"})
+    record.step_seconds = [step if step is not None else compute + data + comm + 0.005] * STEPS
+    if timed:
+        record.ddp_timing = {"steps": [{"forward_compute_s": compute / 3, "backward_compute_s": 2 * compute / 3,
+                                        "backward_comm_s": comm + 0.002, "overlap_s": 0.002}] * STEPS}
+    if data:
+        record.data = {"data_wait_s": data * STEPS, "window_s": STEPS * record.step_seconds[0]}
+    return record
+
+
+def _run(slow: int, *, compute: float = 0.08, data: float = 0.0, timed: bool = True) -> list[RankRecord]:
+    """Four ranks; rank ``slow`` takes ``compute`` and ``data``, the others 0.08 s of compute, and every rank's
+    step lasts as long as the slowest one's (the exchange waits for it)."""
+    step = max(compute + data, 0.08) + 0.015
+    ranks = []
+    for r in range(4):
+        mine = (compute, data) if r == slow else (0.08, 0.0)
+        comm = step - 0.005 - mine[0] - mine[1]
+        ranks.append(_rank(r, compute=mine[0], data=mine[1], comm=comm, timed=timed))
+    return ranks
+
+
+def test_a_slow_compute_rank_is_named_with_its_host_and_phase():
+    result = attribute(_run(2, compute=0.10))
+    assert (result.slowest.rank, result.slowest.host, result.phase) == (2, "host1", "compute")
+    assert result.straggler_score == pytest.approx(0.115 / 0.095, rel=1e-6)  # own: step - peer wait
+    fast = result.ranks[0]
+    assert fast.peer_wait == pytest.approx(0.02) and fast.exchange == pytest.approx(0.01)
+
+
+def test_a_slow_loader_is_named_as_data():
+    result = attribute(_run(3, data=0.03))
+    assert (result.slowest.rank, result.phase) == (3, "data")
+    assert result.row_fields()["slowest_data_s"] == pytest.approx(0.03)
+    assert result.row_fields()["median_data_s"] == pytest.approx(0.0)
+
+
+def test_untimed_ranks_still_name_a_slow_loader_and_leave_compute_unknown():
+    result = attribute(_run(1, data=0.03, timed=False))
+    assert (result.slowest.rank, result.phase) == (1, "data")
+    assert all(r.compute is None for r in result.ranks)
+
+
+def test_a_run_without_a_straggler_scores_one():
+    result = attribute(_run(0))
+    assert result.straggler_score == pytest.approx(1.0)
+
+
+def test_the_table_has_a_row_per_rank_whose_phases_add_up_to_the_step():
+    result = attribute(_run(2, compute=0.12))
+    rows = result.table()
+    assert [r["rank"] for r in rows] == [0, 1, 2, 3]
+    for row in rows:
+        parts = row["compute_s"] + row["peer_wait_s"] + row["exchange_s"] + row["data_s"] + row["rest_s"]
+        assert parts == pytest.approx(row["step_s"])
+
+
+def test_one_rank_has_no_attribution():
+    assert attribute(_run(0)[:1]) is None
