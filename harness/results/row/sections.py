@@ -260,5 +260,25 @@ PROVENANCE = Section("provenance", "the weights, versions, machine and harness a
     col("run_dir", "string", "", "the run's folder (spec, launch command, logs, events, row.json)"),
 ))
 
+ATTRIBUTION = Section("attribution", "where a multi-rank run's step went, per rank (docs/measurement.md): the "
+                      "straggler and the slowest and median rank's phases; empty for one rank",
+                      "harness.running.collect:attribution_fields", (
+    col("slowest_rank", "Int64", "", "the rank the others wait for (largest step less its wait for peers)"),
+    col("slowest_host", "string", "", "its host, as its hello said"),
+    col("straggler_score", "Float64", "ratio", "its own time per step / the median rank's (1.0: no straggler)"),
+    col("attribution_phase", "string", "",
+        "the phase it exceeds the median rank in most: compute | exchange | data | rest"),
+    col("slowest_compute_s", "Float64", "s", "the slowest rank's compute per step"),
+    col("slowest_exchange_s", "Float64", "s", "the slowest rank's exchange per step"),
+    col("slowest_data_s", "Float64", "s", "the slowest rank's data per step"),
+    col("slowest_rest_s", "Float64", "s", "the slowest rank's rest per step"),
+    col("median_compute_s", "Float64", "s", "the median rank's compute per step"),
+    col("median_exchange_s", "Float64", "s", "the median rank's exchange per step"),
+    col("median_data_s", "Float64", "s", "the median rank's data per step"),
+    col("median_rest_s", "Float64", "s", "the median rank's rest per step"),
+))
+
+
 SECTIONS: tuple[Section, ...] = (IDENTITY, MEASUREMENT, MACHINE_LOAD, TRAINING, MEMORY, UTILIZATION, ACCURACY, DATA,
-                                 EMULATION, CHECKPOINT, MLPERF_STORAGE, PROVENANCE)
+                                 EMULATION, CHECKPOINT, MLPERF_STORAGE, PROVENANCE,
+                                 ATTRIBUTION)

@@ -56,6 +56,8 @@ GROUPS = {
     "exchange_apart": "exchange_s exchange_cpu_busy",
     "emulated_input": "input_workers input_rate",
     "step_variation": "step_variation",
+    "attribution": "slowest_rank slowest_host straggler_score attribution_phase slowest_compute_s slowest_exchange_s "
+                   "slowest_data_s slowest_rest_s median_compute_s median_exchange_s median_data_s median_rest_s",
 }
 _MAIN = "strategy network telemetry precision storage layout"
 SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table has beyond FIRST)
@@ -87,6 +89,9 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
                          "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input"),
     (5, "after-146ccf9", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
                          "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation"),
+    (6, "after-a8150be", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
+                         "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
+                         "attribution"),
 ]
 
 
