@@ -406,7 +406,7 @@ def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monk
 
     batchai = reference.get("batchai-torch-v100")
     assert emulated.coverage(batchai) is None and emulated.emulated_here(batchai).startswith("yes: 5 points")
-    assert "no [published] accelerator" in emulated.coverage(reference.get("dle-bert-large-a100"))
+    assert "no [published] accelerator" in emulated.coverage(reference.get("batchai-tf-p100-p40-k80"))
     assert emulated.coverage(reference.get("tf-docs-dgx1")) is None  # tf_mwms, its P100 profile
     tf_rank, ddp_rank = emulated.rank_bytes(reference.get("tf-docs-dgx1")), emulated.rank_bytes(batchai)
     assert tf_rank - ddp_rank == (frameworks.get("tf_mwms").emulated_rank_base_bytes

@@ -8,12 +8,13 @@ import pytest
 from harness.cli import main as cli
 from harness.experiment import scenario
 from tests.conftest import TINY
+from tests.helpers import REPO
 
 pytest.importorskip("papermill")
 
 
 def test_template_has_a_parameters_cell():
-    nb = nbformat.read("notebooks/report.ipynb", as_version=4)
+    nb = nbformat.read(REPO / "notebooks/report.ipynb", as_version=4)
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and "results_dir" in tagged[0].source and "sweep" in tagged[0].source
 
