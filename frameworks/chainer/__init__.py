@@ -16,6 +16,7 @@ INFO = FrameworkInfo(
     kubernetes_job="MPIJob",  # mpirun from a launcher pod over sshd worker pods, as mpiexec runs it here
     worker_module="frameworks.chainer.worker",
     requires=("chainer", "mpi4py"),
+    family="chainer",
     workloads=(Workload.RESNET50,),
     strategies=(Strategy.ALLREDUCE,),  # ChainerMN's multi-node optimizer: mean gradient every step
     storage=tuple(Storage),  # real data: resnet50 images through a MultiprocessIterator (input_pipeline.py)

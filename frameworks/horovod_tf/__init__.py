@@ -22,6 +22,7 @@ INFO = FrameworkInfo(
     launchers=("horovodrun", "mpirun", "slurm", "kubernetes", "podman", "azureml", "ray"),
     worker_module="frameworks.horovod_tf.worker",
     requires=("horovod", "tensorflow", "keras"),  # the first is the row's framework_version
+    family="keras",
     workloads=(Workload.RESNET50, Workload.BERT, Workload.LLAMA),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     storage=tuple(Storage),  # real data: resnet50 images through tf.data (shared/keras/input_pipeline.py)

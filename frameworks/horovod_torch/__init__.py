@@ -25,6 +25,7 @@ INFO = FrameworkInfo(
     worker_module="frameworks.horovod_torch.worker",
     requires=("horovod", "torch"),  # the first is the row's framework_version
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
+    family="pytorch",
     workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     # real data: PyTorch's DataLoader (shared/pytorch/input_pipeline.py): images and bert partitions

@@ -23,6 +23,7 @@ INFO = FrameworkInfo(
     worker_module="frameworks.tf_mwms.worker",
     requires=("tensorflow", "keras"),
     workload_requires={Workload.DIGITS: ("sklearn",)},
+    family="keras",
     workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA),
     strategies=(Strategy.ALLREDUCE, Strategy.PS_ASYNC),
     # allreduce trains the two Keras models; ps_async the digits MLP (shared/keras/digits.py), the

@@ -25,6 +25,7 @@ INFO = FrameworkInfo(
     worker_module="frameworks.torch_ddp.worker",
     requires=("torch",),
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
+    family="pytorch",
     workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA),
     # DDP communication hooks and torch.distributed.algorithms building blocks (strategies/wrapping.py)
     strategies=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.BMUF, Strategy.LOCAL_SGD, Strategy.FP16,

@@ -20,89 +20,32 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
-from harness.contract.axes import Workload
+from harness.contract.workloads import DECLARATIONS
+from harness.contract.workloads.declaration import IGNORED_LABEL, MLM_FRACTION, Recipe
+
+__all__ = ["IGNORED_LABEL", "MLM_FRACTION", "PROBE_FORMAT", "REFERENCE_FRAMEWORK", "Recipe", "check", "fixed_batch",
+           "flops_per_sample", "layer_flops", "probe_recipe", "recipe", "rows_per_sample"]
 
 PROBE_FORMAT = 1
 REFERENCE_FRAMEWORK = "torch_ddp"
-MLM_FRACTION = 0.15  # share of tokens the masked-language-model loss predicts (Devlin et al.)
-IGNORED_LABEL = -100  # label of tokens the MLM loss skips (transformers' convention)
 
 
-@dataclass(frozen=True)
-class Recipe:
-    """The training recipe of a workload; every framework builds its optimizer from it.
-
-    ``weight_decay_mode``: ``l2_coupled`` adds ``weight_decay * w`` to each gradient before the
-    optimizer's update (PyTorch SGD); ``decoupled`` shrinks weights by ``lr * weight_decay``
-    apart from the gradient (AdamW). Applied to all trainable parameters. Constant learning rate.
-    """
-
-    name: str  # "sgd" | "adamw"
-    lr: float
-    weight_decay: float
-    weight_decay_mode: str
-    momentum: float | None = None
-    nesterov: bool | None = None
-    betas: tuple[float, float] | None = None
-    eps: float | None = None
-    schedule: str = "constant"
-
-    def as_probe(self) -> dict[str, Any]:
-        """The fields a probe reports (``schedule`` is not read back from optimizer objects)."""
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
-                if v is not None and k != "schedule"}
+def recipe(workload: Any, global_batch: int, options: Mapping[str, Any] | None = None) -> Recipe:
+    """The workload's training recipe (its declaration's, harness.contract.workloads) at ``global_batch``."""
+    return DECLARATIONS[workload].recipe(global_batch, options or {})
 
 
-def recipe(workload: Workload, global_batch: int, options: Mapping[str, Any] | None = None) -> Recipe:
-    """ResNet: SGD with momentum, lr 0.1 x global_batch / 256 (Goyal et al. 2017), L2 1e-4.
-    BERT: AdamW lr 1e-4, decoupled decay 0.01 (Devlin et al.). Llama: AdamW lr 3e-4, betas (0.9, 0.95),
-    decoupled decay 0.1 (torchtitan's Llama 3 8B recipe, without its warm-up). Digits: plain SGD from its options."""
-    if workload == Workload.RESNET50:
-        return Recipe("sgd", lr=0.1 * global_batch / 256, momentum=0.9, nesterov=False,
-                      weight_decay=1e-4, weight_decay_mode="l2_coupled")
-    if workload == Workload.BERT:
-        return Recipe("adamw", lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
-                      weight_decay_mode="decoupled")
-    if workload == Workload.LLAMA:
-        return Recipe("adamw", lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                      weight_decay_mode="decoupled")
-    opts = options or {}
-    return Recipe("sgd", lr=float(opts.get("lr", 0.2)), momentum=float(opts.get("momentum", 0.0)),
-                  nesterov=False, weight_decay=0.0, weight_decay_mode="l2_coupled")
-
-
-def fixed_batch(workload: Workload, options: Mapping[str, Any], batch_size: int, seed: int) -> dict[str, np.ndarray]:
-    """A deterministic synthetic batch, identical in every framework for the same seed.
-
-    Images are NCHW float32 (standard normal), labels int64; BERT batches hold ``input_ids``,
-    ``token_type_ids`` (first half 0, second half 1), ``attention_mask`` (all ones), MLM
-    ``labels`` (15% of positions, the rest ``IGNORED_LABEL``) and ``next_sentence_label``; Llama batches
-    hold ``input_ids`` only (the causal LM loss predicts each next token of the same ids).
-    """
-    rng = np.random.default_rng(seed)
-    n = batch_size
-    if workload == Workload.RESNET50:
-        size = int(options["image_size"])
-        return {"images": rng.standard_normal((n, 3, size, size), dtype=np.float32),
-                "labels": rng.integers(0, int(options["num_classes"]), n, dtype=np.int64)}
-    if workload == Workload.LLAMA:
-        return {"input_ids": rng.integers(0, int(options["vocab_size"]), (n, int(options["seq_len"])), dtype=np.int64)}
-    if workload != Workload.BERT:
-        raise ValueError(f"no synthetic batch for workload {workload.value}")
-    seq, vocab = int(options["seq_len"]), int(options["vocab_size"])
-    labels = rng.integers(0, vocab, (n, seq), dtype=np.int64)
-    labels[rng.random((n, seq)) >= MLM_FRACTION] = IGNORED_LABEL
-    labels[:, 0] = rng.integers(0, vocab, n)  # at least one predicted token per sequence
-    return {"input_ids": rng.integers(0, vocab, (n, seq), dtype=np.int64),
-            "token_type_ids": np.repeat((np.arange(seq) >= seq // 2)[None, :], n, 0).astype(np.int64),
-            "attention_mask": np.ones((n, seq), dtype=np.int64),
-            "labels": labels,
-            "next_sentence_label": rng.integers(0, 2, n, dtype=np.int64)}
+def fixed_batch(workload: Any, options: Mapping[str, Any], batch_size: int, seed: int) -> dict[str, np.ndarray]:
+    """A deterministic synthetic batch, identical in every framework for the same seed (its declaration's
+    ``batch``: images NCHW float32, integers int64)."""
+    info = DECLARATIONS[workload]
+    if info.batch is None:
+        raise ValueError(f"no synthetic batch for workload {getattr(workload, 'value', workload)}")
+    return info.batch(options, batch_size, np.random.default_rng(seed))
 
 
 def layer_flops(layer: Mapping[str, Any]) -> int:
@@ -181,7 +124,7 @@ PROBE_BATCH = 4  # samples of the fixed batch a probe trains on
 PROBE_GLOBAL_BATCH = 256  # the global batch a probe builds its optimizer for (ResNet lr 0.1)
 
 
-def probe_recipe(workload: Workload, options: Mapping[str, Any] | None = None) -> Recipe:
+def probe_recipe(workload: Any, options: Mapping[str, Any] | None = None) -> Recipe:
     """The recipe a probe builds its optimizer from: the workers' recipe at a global batch of 256."""
     return recipe(workload, PROBE_GLOBAL_BATCH, options)
 

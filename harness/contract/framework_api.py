@@ -40,6 +40,9 @@ class FrameworkInfo:
     # name another image. The Dockerfile's stem is its name in tools/container_images.py (torch, horovod, ...).
     image: str
     dockerfile: str  # the repository's file that builds ``image`` (docker/<name>.Dockerfile)
+    # The model family whose builder modules it runs (harness.contract.workloads.declaration.FAMILIES): every
+    # workload it declares names a builder for this family in its declaration; "" for none (a benchmark only).
+    family: str = ""
     workload_requires: Mapping[Workload, tuple[str, ...]] = field(default_factory=dict)
     precisions: tuple[Precision, ...] = (Precision.FP32,)
     memory_formats: Mapping[Workload, tuple[MemoryFormat, ...]] = field(default_factory=dict)  # default: contiguous

@@ -65,7 +65,7 @@ def workloads_table():
     table = Table(title="Workloads (sizes are option sets)")
     for col in ("name", "model", "unit", "sizes"):
         table.add_column(col)
-    for info in WORKLOADS.values():
+    for info in (WORKLOADS[name] for name in WORKLOADS):
         sizes = "; ".join(f"{s.value}: " + ", ".join(f"{k}={v}" for k, v in opts.items())
                           for s, opts in info.presets.items())
         table.add_row(info.name.value, info.title, info.sample_unit, sizes)

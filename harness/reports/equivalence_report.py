@@ -7,7 +7,8 @@ from __future__ import annotations
 import frameworks
 from harness.contract.axes import Size, Workload
 from harness.contract.equivalence import REFERENCE_FRAMEWORK
-from harness.running.probe import PUBLISHED_PARAMETERS, probed_size, verify
+from harness.contract.workloads import DECLARATIONS
+from harness.running.probe import probed_size, published_workloads, verify
 
 
 def equivalence_report(names: list[str], size: Size, steps: int) -> tuple[object, bool]:
@@ -29,7 +30,7 @@ def _probe_rows(table, name: str, size: Size, steps: int, references: dict) -> b
     """Add framework ``name``'s rows (one per workload it has, installed or not); True if it drifted."""
     info = frameworks.get(name)
     workloads = []
-    for workload in (w for w in info.workloads if w in PUBLISHED_PARAMETERS):
+    for workload in published_workloads(list(info.workloads)):
         missing = info.missing_modules(workload)
         if missing:
             table.add_row(name, workload.value, "", "", "", "", f"not installed ({', '.join(missing)})")
@@ -59,10 +60,10 @@ def capped_notes(names: list[str], size: Size) -> list[str]:
     """A line for each workload of the frameworks ``names`` whose probe builds a smaller size than ``size``
     (Llama 3.1 8B is not built on a CPU): what was built and checked instead."""
     notes = []
-    for workload in Workload:
+    for workload in (DECLARATIONS[name].name for name in DECLARATIONS):
         built = probed_size(workload, size)
         if built != size and any(workload in frameworks.get(name).workloads for name in names):
             notes.append(f"{workload.value}: its {size.value} model is not built here; the probes built {built.value} "
                          f"and checked its parameters against the count from its options "
-                         f"({PUBLISHED_PARAMETERS[workload]:,} at {Size.FULL.value}, as published)")
+                         f"({DECLARATIONS[workload].published_parameters:,} at {Size.FULL.value}, as published)")
     return notes

@@ -24,13 +24,7 @@ from harness.contract.equivalence import (
     flops_per_sample,
     probe_recipe,
 )
-from harness.contract.workloads import (
-    BERT_BASE_PRETRAINING_PARAMS,
-    LLAMA31_8B_PARAMS,
-    RESNET50_PARAMS,
-    WORKLOADS,
-)
-from harness.machines.model_flops import llama_parameters
+from harness.contract.workloads import DECLARATIONS
 
 DEFAULT_STEPS = 4
 DEFAULT_SEED = 0
@@ -42,36 +36,37 @@ def run_probe(framework: str, workload: Workload, size: Size, steps: int = DEFAU
     from frameworks import FRAMEWORKS, REGISTRY
 
     module = importlib.import_module(f"{REGISTRY[FRAMEWORKS.check(framework)]}.probe")
-    report = module.probe(workload, WORKLOADS[workload].options(size), steps, seed)
+    report = module.probe(workload, DECLARATIONS[workload].options(size), steps, seed)
     if len(report["losses"]) != steps:
         raise RuntimeError(f"{framework} probe returned {len(report['losses'])} losses for {steps} steps")
     return {"format": PROBE_FORMAT, "framework": framework, "workload": workload.value, "size": size.value,
             "flops_per_sample": flops_per_sample(report["layers"]), **report}
 
 
-PUBLISHED_PARAMETERS = {Workload.RESNET50: RESNET50_PARAMS, Workload.BERT: BERT_BASE_PRETRAINING_PARAMS,
-                        Workload.LLAMA: LLAMA31_8B_PARAMS}
-# The largest size a probe builds: Llama 3.1 8B holds 32 GB of fp32 weights (no CPU test builds it). Asked for
-# a larger one, the probe builds this and checks its parameters against the count the harness makes from the
-# options (harness.machines.model_flops.llama_parameters), which is itself held to the published count at full.
-PROBE_SIZE_CAP = {Workload.LLAMA: Size.SMALL}
-COUNTED_PARAMETERS = {Workload.LLAMA: llama_parameters}
 SIZE_ORDER = (Size.TINY, Size.SMALL, Size.FULL, Size.LARGE)
 
 
 def probed_size(workload: Workload, size: Size) -> Size:
-    """The size a probe of ``workload`` at ``size`` builds (``size``, or the workload's cap)."""
-    cap = PROBE_SIZE_CAP.get(workload)
+    """The size a probe of ``workload`` at ``size`` builds (``size``, or the workload's cap: asked for a larger
+    one, the probe builds the cap and checks its parameters against the declaration's count from the options)."""
+    cap = DECLARATIONS[workload].probe_size_cap  # a model too large to build here (Llama 3.1 8B: 32 GB of fp32)
     return cap if cap is not None and SIZE_ORDER.index(size) > SIZE_ORDER.index(cap) else size
 
 
 def expected_parameters(workload: Workload, size: Size) -> int | None:
     """The parameter count a probe at ``size`` must read back: the published one at full size, the
     harness's count from the options where the probe builds a capped size; None otherwise."""
-    built = probed_size(workload, size)
+    info, built = DECLARATIONS[workload], probed_size(workload, size)
     if built != size:
-        return COUNTED_PARAMETERS[workload](WORKLOADS[workload].options(built))
-    return PUBLISHED_PARAMETERS.get(workload) if size == Size.FULL else None
+        return info.counted_parameters(info.options(built))
+    return info.published_parameters if size == Size.FULL else None
+
+
+def published_workloads(workloads: list[Workload]) -> list[Workload]:
+    """Those of ``workloads`` whose full-size model has a published parameter count."""
+    return [w for w in workloads if DECLARATIONS[w].published_parameters is not None]
+
+
 PROBE_TIMEOUT_S = 600
 
 

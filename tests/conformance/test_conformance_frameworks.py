@@ -8,8 +8,10 @@ the code its worker reaches, all read without importing a deep-learning framewor
   kubernetes launcher knows, its Dockerfile builds its image (that no other Dockerfile builds it is
   tests/unit/tools/test_docker.py's);
 - the per-strategy and per-workload tables name only strategies and workloads it declares;
-- the strategies and workloads it declares are the ones the code its worker reaches names (its package
-  and the shared code it imports), and emulated accelerators are declared exactly where that code has them.
+- the strategies it declares are the ones the code its worker reaches names (its package and the shared code
+  it imports), every workload it declares has a model builder for its family (the workload's declaration says
+  which: tests/conformance/test_conformance_workloads.py checks the builders), and emulated accelerators are
+  declared exactly where that code has them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import pytest
 
 import frameworks
 from harness import launchers
-from harness.contract.axes import Device, Strategy, Workload
+from harness.contract.axes import Device, Strategy
+from harness.contract.workloads import DECLARATIONS
 from harness.launchers.kubernetes import JobKind
 from tests.helpers import REPO
 from tests.unit.house.test_architecture import FRAMEWORK_MODULES
@@ -107,12 +110,13 @@ def test_its_tables_name_only_what_it_declares(name):
 
 
 @pytest.mark.parametrize("name", FRAMEWORKS)
-def test_the_strategies_and_workloads_it_declares_are_those_its_worker_reaches(name):
+def test_the_strategies_it_declares_are_those_its_worker_reaches_and_its_workloads_have_its_model(name):
     """A declared strategy the worker's code never names would fail in a user's run; one it names but
     the declaration leaves out would be skipped where it could run."""
     info, text = frameworks.get(name), reached_text(name)
     assert named_members(Strategy, text) == set(info.strategies)
-    assert set(info.workloads) <= named_members(Workload, text)
+    without = [w.value for w in info.workloads if info.family not in DECLARATIONS[w].builders]
+    assert without == [], f"declared, but no {info.family or '(no family)'} model in their declarations"
     emulated = "emulated_device" in text or Device.EMULATED.name in text
     assert (Device.EMULATED in info.devices) == emulated, "emulated accelerators declared where the code has them"
 

@@ -8,33 +8,34 @@ how a rank's gradients become the global gradient (``GradientExchange``).
 from __future__ import annotations
 
 import hashlib
+import importlib
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Callable, Mapping
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from frameworks.shared.keras.bert import BertForPreTraining
-from frameworks.shared.keras.llama import Llama
-from frameworks.shared.keras.resnet import ResNet50
 from harness.contract.axes import Precision, Workload
-from harness.contract.equivalence import IGNORED_LABEL, Recipe, fixed_batch
+from harness.contract.equivalence import Recipe, fixed_batch
+from harness.contract.workloads import DECLARATIONS
 
-WORKLOADS = (Workload.RESNET50, Workload.BERT, Workload.LLAMA)
+FAMILY = "keras"  # the builders this code imports (harness.contract.workloads.declaration.FAMILIES)
+
+
+def model_module(workload: Workload) -> ModuleType:
+    """The workload's Keras builder module (``build_model``, ``model_inputs``, ``loss_of``), named by its
+    declaration (a UserError naming the families it has, if none for Keras)."""
+    return importlib.import_module(DECLARATIONS[workload].builder(FAMILY))
 
 
 def build_model(workload: Workload, options: Mapping[str, Any]) -> keras.Model:
-    """The workload's model with its variables created (a call on a one-sample dummy input)."""
-    if workload == Workload.RESNET50:
-        model = ResNet50(int(options["num_classes"]))
-    elif workload == Workload.BERT:
-        model = BertForPreTraining(options)
-    elif workload == Workload.LLAMA:
-        model = Llama(options)
-    else:
-        raise ValueError(f"no Keras model for workload {workload.value}")
-    model(dummy_inputs(workload, options), training=False)
+    """The workload's model with its variables created (a call on a one-sample dummy input, where the workload
+    has a fixed batch; one without makes its variables as it is built)."""
+    model = model_module(workload).build_model(options)
+    if DECLARATIONS[workload].batch is not None:
+        model(dummy_inputs(workload, options), training=False)
     return model
 
 
@@ -61,32 +62,13 @@ def synthetic_batch(workload: Workload, options: Mapping[str, Any], batch_per_wo
 
 
 def model_inputs(workload: Workload, batch: Mapping[str, tf.Tensor]) -> Any:
-    if workload == Workload.RESNET50:
-        return batch["images"]
-    if workload == Workload.LLAMA:
-        return batch["input_ids"]
-    return {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
-
-
-def _cross_entropy(labels, logits):
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=tf.cast(logits, tf.float32))
+    return model_module(workload).model_inputs(batch)
 
 
 def loss_of(workload: Workload, model: keras.Model, batch: Mapping[str, tf.Tensor], training: bool = True):
-    """ResNet: mean softmax cross-entropy. BERT: MLM cross-entropy averaged over the predicted tokens
-    (label IGNORED_LABEL skipped) plus the mean NSP cross-entropy, as BertForPreTraining's loss. Llama: mean
-    cross-entropy of every position's prediction of the next token (causal LM)."""
-    if workload == Workload.RESNET50:
-        return tf.reduce_mean(_cross_entropy(batch["labels"], model(batch["images"], training=training)))
-    if workload == Workload.LLAMA:
-        ids = batch["input_ids"]
-        return tf.reduce_mean(_cross_entropy(ids[:, 1:], model(ids, training=training)[:, :-1]))
-    mlm_logits, nsp_logits = model(model_inputs(workload, batch), training=training)
-    labels = batch["labels"]
-    predicted = tf.cast(tf.not_equal(labels, IGNORED_LABEL), tf.float32)
-    token_losses = _cross_entropy(tf.where(labels == IGNORED_LABEL, tf.zeros_like(labels), labels), mlm_logits)
-    mlm = tf.reduce_sum(token_losses * predicted) / tf.reduce_sum(predicted)
-    return mlm + tf.reduce_mean(_cross_entropy(batch["next_sentence_label"], nsp_logits))
+    """The workload's loss on ``batch`` (its builder module's: ResNet's mean softmax cross-entropy, BERT's MLM +
+    NSP, Llama's causal LM), computed in float32."""
+    return model_module(workload).loss_of(model, batch, training)
 
 
 @dataclass

@@ -4,28 +4,31 @@ all built from the equivalence contract (harness.contract.equivalence)."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import torch
 from torch import nn
 
-from frameworks.shared.pytorch import digits, numerics
-from frameworks.shared.pytorch.llama import Llama, causal_lm_loss
-from frameworks.shared.pytorch.models import ResNet50, build_bert
+from frameworks.shared.pytorch import numerics
 from harness.contract.axes import Workload
 from harness.contract.equivalence import Recipe, fixed_batch, recipe
 from harness.contract.spec import RunSpec
+from harness.contract.workloads import DECLARATIONS
+
+FAMILY = "pytorch"  # the builders this code imports (harness.contract.workloads.declaration.FAMILIES)
+
+
+def model_module(workload: Workload) -> ModuleType:
+    """The workload's PyTorch builder module (``build_model``, ``loss_of``), named by its declaration (imported
+    once; later calls, one a step, find it in sys.modules)."""
+    return importlib.import_module(DECLARATIONS[workload].builder(FAMILY))
 
 
 def build_model(workload: Workload, options: dict[str, Any]) -> nn.Module:
-    if workload == Workload.RESNET50:
-        return ResNet50(options["num_classes"])
-    if workload == Workload.DIGITS:
-        return digits.build_model(options)
-    if workload == Workload.LLAMA:
-        return Llama(options)
-    return build_bert(options)
+    return model_module(workload).build_model(options)
 
 
 def synthetic_batch(spec: RunSpec, rank: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -60,13 +63,7 @@ def optimizer_facts(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
 
 
 def loss_of(workload: Workload, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    if workload == Workload.RESNET50:
-        return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
-    if workload == Workload.DIGITS:
-        return nn.functional.cross_entropy(model(batch["x"]), batch["y"])
-    if workload == Workload.LLAMA:
-        return causal_lm_loss(model(batch["input_ids"]), batch["input_ids"])
-    return model(**batch).loss
+    return model_module(workload).loss_of(model, batch)
 
 
 def dense_bytes(model: nn.Module) -> int:

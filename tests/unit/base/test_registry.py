@@ -21,7 +21,7 @@ KINDS = {
     "launcher": (launchers.LAUNCHERS, launchers.names()),
     "storage": (STORAGE, [s.value for s in Storage]),
     "strategy": (STRATEGIES, [s.value for s in Strategy]),
-    "workload": (DECLARATIONS, [w.value for w in WORKLOADS]),
+    "workload": (DECLARATIONS, [w.value for w in Workload]),
 }
 
 

@@ -24,7 +24,7 @@ from harness.contract.equivalence import (
     recipe,
 )
 from harness.contract.workloads import RESNET50_PARAMS, WORKLOADS
-from harness.running.probe import PUBLISHED_PARAMETERS, expected_parameters, probed_size, probes_in_subprocess
+from harness.running.probe import expected_parameters, probed_size, probes_in_subprocess, published_workloads
 
 TRAINING_STEPS = 4
 
@@ -33,8 +33,8 @@ def _probed(framework: str, env: dict[str, str]) -> dict[tuple[Workload, Size, i
     """Every case this suite asks of a framework (full size untrained, tiny trained, each installed
     workload), probed in one fresh process with the environment ``env``."""
     info = frameworks.get(framework)
-    cases = [(w, probed_size(w, size), steps) for w in info.workloads
-             if w in PUBLISHED_PARAMETERS and not info.missing_modules(w)
+    cases = [(w, probed_size(w, size), steps) for w in published_workloads(list(info.workloads))
+             if not info.missing_modules(w)
              for size, steps in ((Size.FULL, 0), (Size.TINY, TRAINING_STEPS))]
     return dict(zip(cases, probes_in_subprocess(framework, cases, env))) if cases else {}
 
@@ -70,9 +70,8 @@ def probe(framework: str, workload: Workload, size: Size, steps: int) -> dict:
 
 def cases():
     for name in frameworks.names():
-        for workload in frameworks.get(name).workloads:
-            if workload in PUBLISHED_PARAMETERS:
-                yield pytest.param(name, workload, id=f"{name}-{workload.value}")
+        for workload in published_workloads(list(frameworks.get(name).workloads)):
+            yield pytest.param(name, workload, id=f"{name}-{workload.value}")
 
 
 @pytest.mark.runs

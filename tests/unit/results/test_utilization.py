@@ -14,10 +14,10 @@ from harness.contract.axes import Device, Precision, Size, Storage, Strategy, Wo
 from harness.contract.equivalence import flops_per_sample
 from harness.contract.spec import RunSpec
 from harness.contract.workloads import LLAMA31_8B_PARAMS, WORKLOADS
+from harness.contract.workloads.llama import llama_parameters
 from harness.machines.model_flops import (
     TRAINING_FLOPS_PER_FORWARD,
     forward_layers,
-    llama_parameters,
     training_flops_per_sample,
 )
 from harness.machines.peaks import PEAKS_FILE, device_peak, parse, table
@@ -26,7 +26,7 @@ from harness.results.utilization import cpu_peak, utilization_fields
 
 # Sizes small enough to build on a CPU in a test (BERT base and large: 110M and 335M parameters, ResNet
 # at 224: the full count, built and run once on 2 images).
-PROBED = [(w, s) for w in WORKLOADS if w != Workload.DIGITS for s in WORKLOADS[w].presets
+PROBED = [(w, s) for w in Workload if w != Workload.DIGITS for s in WORKLOADS[w].presets
           if (w, s) not in ((Workload.BERT, Size.FULL), (Workload.BERT, Size.LARGE), (Workload.LLAMA, Size.FULL))]
 
 
