@@ -1,7 +1,7 @@
 """The README and docs/ stay true to the code: every page linked, every scenario file they quote plans,
 every scenario snippet they show loads, every verb they name exists, the architecture page names every
-module of harness/ in its wing's row, and its guide to adding a framework, launcher, storage backend or
-strategy names files and registries that exist and are the ones the code reads."""
+module of harness/ in its wing's row, and its guide to adding a framework, launcher, storage backend,
+strategy or workload names files and registries that exist and are the ones the code reads."""
 
 from __future__ import annotations
 
@@ -82,16 +82,17 @@ def test_the_architecture_page_names_every_module_of_the_harness_in_its_wings_ro
 
 def _guide_rows() -> dict[str, str]:
     section = ARCHITECTURE.split("## Adding a framework", 1)[1].split("\n## ", 1)[0]
-    return dict(re.findall(r"^\| a (framework|launcher|storage backend|strategy) \| (.*) \|$", section, re.M))
+    return dict(re.findall(r"^\| a (framework|launcher|storage backend|strategy|workload) \| (.*) \|$", section, re.M))
 
 
 def test_the_guide_to_adding_an_entry_names_files_that_exist():
     import frameworks
     from harness import launchers
+    from harness.contract.workloads import DECLARATIONS
 
     rows = _guide_rows()
-    assert sorted(rows) == ["framework", "launcher", "storage backend", "strategy"]
-    names = {"framework": frameworks.names(), "launcher": launchers.names()}
+    assert sorted(rows) == ["framework", "launcher", "storage backend", "strategy", "workload"]
+    names = {"framework": frameworks.names(), "launcher": launchers.names(), "workload": DECLARATIONS.names()}
     missing = [f"{kind}: {path.replace('<name>', name)}" for kind, row in rows.items()
                for path in re.findall(r"`((?:frameworks|harness|testbed|tests|docker)/[^`]*)`", row)
                for name in names.get(kind, ["-"]) if not _module_exists(REPO / path.replace("<name>", name))]
@@ -109,11 +110,12 @@ def test_the_registries_the_guide_names_are_the_ones_the_code_reads():
     from harness import launchers
     from harness.contract.axes import Storage, Strategy
     from harness.experiment import strategies
+    from harness.contract import workloads
     from harness.storage import backends
     from testbed import storage_sites
 
     named = [pair for row in _guide_rows().values() for pair in re.findall(r"`(\w+)` in `([\w/.]+\.py)`", row)]
-    assert len(named) >= 5, named
+    assert len(named) >= 7, named
     for name, path in named:
         tree = ast.parse((REPO / path).read_text())
         defined = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
@@ -123,3 +125,5 @@ def test_the_registries_the_guide_names_are_the_ones_the_code_reads():
     assert frameworks.names() == list(frameworks.REGISTRY) and launchers.names() == list(launchers.REGISTRY)
     assert list(backends.REGISTRY) == [s.value for s in Storage if s.kind.client] == list(storage_sites.SITES)
     assert list(strategies.OPTIONS) == list(Strategy)
+    assert workloads.DECLARATIONS.names() == list(workloads.REGISTRY)
+    assert all(set(workloads.DECLARATIONS[name].builders) <= set(workloads.FAMILIES) for name in workloads.REGISTRY)
