@@ -1,7 +1,8 @@
 """What more than one test file uses: the repository's root (``REPO``), tiny scenario texts (``scenarios``),
 rank event records (``records``), runs and launch requests (``launch``), result rows (``rows``) and histories
 (``history_rows``), the emulated cluster's scenarios (``emulated_scenarios``), a gloo group of ranks
-(``gloo_group``), the Chainer-PyTorch same-weights probe and planted faults (``faults``)."""
+(``gloo_group``), the Chainer-PyTorch same-weights probe, planted faults (``faults``) and a toy workload
+(``toy_workload``, its PyTorch model ``toy_workload_torch``)."""
 
 from pathlib import Path
 
