@@ -9,11 +9,19 @@ from harness.base.registry import Registry
 from harness.contract import strategy_options
 
 
-class Workload(str, Enum):
-    RESNET50 = "resnet50"
-    BERT = "bert"
-    LLAMA = "llama"  # a Llama-style decoder: RMSNorm, rotary positions, SwiGLU, grouped-query attention, causal LM
-    DIGITS = "digits"  # scikit-learn's handwritten digits: the time-to-accuracy workload
+# Every workload's name, mapped to the module of its declaration (harness/contract/workloads/<name>.py, whose
+# ``DECLARATION`` holds every fact about it): adding a workload is its module, a line here and its model modules.
+WORKLOAD_MODULES: dict[str, str] = {
+    "resnet50": "harness.contract.workloads.resnet50",
+    "bert": "harness.contract.workloads.bert",
+    # a Llama-style decoder: RMSNorm, rotary positions, SwiGLU, grouped-query attention, causal LM
+    "llama": "harness.contract.workloads.llama",
+    "digits": "harness.contract.workloads.digits",  # scikit-learn's handwritten digits: the time-to-accuracy workload
+}
+# The workloads' names as the closed set a scenario's axis and a row take (``Workload.RESNET50 == "resnet50"``),
+# made from the lines above: a member per registered workload, none written twice.
+Workload = Enum("Workload", [(name.upper(), name) for name in WORKLOAD_MODULES], type=str, module=__name__,
+                qualname="Workload")
 
 
 class Size(str, Enum):

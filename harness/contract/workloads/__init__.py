@@ -2,7 +2,7 @@
 
 Each workload is one module here holding its ``DECLARATION`` (harness.contract.workloads.declaration.WorkloadInfo:
 presets, sample unit, recipe, fixed batch, layers, parameter facts, and per framework family the module path of
-its model builder) and one line in ``REGISTRY``. A size (``tiny``, ``small``, ``full``, ``large``) is a named set
+its model builder) and one line in ``REGISTRY`` (harness.contract.axes.WORKLOAD_MODULES). A size (``tiny``, ``small``, ``full``, ``large``) is a named set
 of options, not separate code; a scenario may override single options per workload.
 """
 
@@ -11,18 +11,15 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from harness.base.registry import Registry
+from harness.contract.axes import WORKLOAD_MODULES
 from harness.contract.workloads.bert import BERT_BASE_PRETRAINING_PARAMS
 from harness.contract.workloads.declaration import FAMILIES, Recipe, WorkloadInfo
 from harness.contract.workloads.llama import LLAMA31_8B_PARAMS
 from harness.contract.workloads.resnet50 import RESNET50_PARAMS
 
-# name -> the module holding its DECLARATION; adding a workload is its module and a line here
-REGISTRY: dict[str, str] = {
-    "resnet50": "harness.contract.workloads.resnet50",
-    "bert": "harness.contract.workloads.bert",
-    "llama": "harness.contract.workloads.llama",
-    "digits": "harness.contract.workloads.digits",
-}
+# name -> the module holding its DECLARATION: the lines of harness/contract/axes.py's WORKLOAD_MODULES (the same
+# dict, which the Workload str-Enum is made from); adding a workload is its module and a line there
+REGISTRY: dict[str, str] = WORKLOAD_MODULES
 DECLARATIONS: Registry[WorkloadInfo] = Registry("workload", REGISTRY, attribute="DECLARATION")
 WORKLOADS = DECLARATIONS  # the older name: ``WORKLOADS[workload]`` is the declaration
 

@@ -108,7 +108,7 @@ def test_the_registries_the_guide_names_are_the_ones_the_code_reads():
     """``NAME`` in ``path``: the file defines NAME, and the registries read it (not a copy of it)."""
     import frameworks
     from harness import launchers
-    from harness.contract.axes import Storage, Strategy
+    from harness.contract.axes import Storage, Strategy, Workload
     from harness.experiment import strategies
     from harness.contract import workloads
     from harness.storage import backends
@@ -125,5 +125,5 @@ def test_the_registries_the_guide_names_are_the_ones_the_code_reads():
     assert frameworks.names() == list(frameworks.REGISTRY) and launchers.names() == list(launchers.REGISTRY)
     assert list(backends.REGISTRY) == [s.value for s in Storage if s.kind.client] == list(storage_sites.SITES)
     assert list(strategies.OPTIONS) == list(Strategy)
-    assert workloads.DECLARATIONS.names() == list(workloads.REGISTRY)
+    assert workloads.DECLARATIONS.names() == list(workloads.REGISTRY) == [w.value for w in Workload]
     assert all(set(workloads.DECLARATIONS[name].builders) <= set(workloads.FAMILIES) for name in workloads.REGISTRY)
