@@ -4,13 +4,16 @@ Per rank, in seconds per measured step (means over the raw per-step records):
   ``step``       the rank's measured step time (its ``step`` records)
   ``compute``    forward + backward compute, as DDP's reducer timed it (``ddp_timing`` record); None where the
                  framework wrote no such record (then the rank's compute is not told apart from ``rest``)
-  ``peer_wait``  the part of the exchange spent waiting for a slower rank: the slowest rank's data wait +
-                 compute minus this rank's, at most the rank's exposed exchange time (without ``ddp_timing``, at
-                 most what is left of its step)
+  ``peer_wait``  the part of the exchange spent waiting for a slower rank: the rank's exposed exchange minus
+                 the least exposed exchange of any rank (the rank that came last to the collective waited for
+                 no one, so its exposed exchange is the wire and the collective alone), whatever made the
+                 others late: compute, an input stall, a sleep no timer saw. Without ``ddp_timing``: the
+                 slowest rank's data wait minus this rank's, at most what is left of its step
   ``exchange``   the exchange's exposed time (backward communication not overlapped with compute) beyond
-                 ``peer_wait``: the wire and the collective themselves
-  ``data``       waiting for the input pipeline (the ``data`` record's data_wait_s / measured steps); 0 for
-                 synthetic data
+                 ``peer_wait``: the least exposed exchange over the ranks, the wire and the collective themselves
+  ``data``       waiting for the input pipeline (the ``data`` record's data_wait_s / measured steps; an emulated
+                 host loader's wait, its ``emulation`` record's input_stall x the window / steps, which DDP's
+                 forward timer also saw and is taken out of ``compute``); 0 for synthetic data
   ``rest``       the step minus the parts above (the optimizer, the host's bookkeeping, what no timer saw)
 
 The slowest rank is the one the others wait for: the largest ``own`` time (step - peer_wait, what the rank spent
@@ -90,34 +93,41 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
+def _data_s(record: RankRecord) -> tuple[float, float]:
+    """(data wait, of it the emulated host loader's) seconds per measured step: the ``data`` record's wait and
+    the ``emulation`` record's input stall (its fraction of the window), which an emulated rank waits inside
+    its forward."""
+    steps = len(record.step_seconds)
+    real = record.data["data_wait_s"] / steps if record.data else 0.0
+    emulated = record.emulation or {}
+    loader = (emulated.get("input_stall") or 0.0) * (record.window or {}).get("seconds", 0.0) / steps
+    return real + loader, loader
+
+
 def _timed(record: RankRecord) -> tuple[float | None, float]:
-    """(compute, exposed exchange) seconds per step from the rank's ``ddp_timing`` record, (None, 0) without."""
+    """(compute, exposed exchange) seconds per step from the rank's ``ddp_timing`` record, (None, 0) without;
+    compute less the emulated host loader's wait, which the forward's timer holds."""
     steps = (record.ddp_timing or {}).get("steps") or []
     if not steps:
         return None, 0.0
     compute = _mean([s["forward_compute_s"] + s["backward_compute_s"] for s in steps])
     exposed = _mean([max(0.0, s["backward_comm_s"] - s["overlap_s"]) for s in steps])
-    return compute, exposed
+    return max(0.0, compute - _data_s(record)[1]), exposed
 
 
-def _ready(record: RankRecord) -> float:
-    """Seconds per step before the rank's gradients are ready for the exchange: its data wait and compute."""
-    compute = _timed(record)[0] or 0.0
-    return compute + (record.data["data_wait_s"] / len(record.step_seconds) if record.data else 0.0)
-
-
-def _rank_time(record: RankRecord, slowest_ready: float) -> RankTime:
+def _rank_time(record: RankRecord, least_exposed: float, most_data: float) -> RankTime:
+    """One rank's phases. Timed: the wait for peers is its exposed exchange beyond ``least_exposed`` (that of
+    the rank that came last); untimed, the wait hides in what is left of the step: the most any rank waited
+    for data (``most_data``) beyond its own, at most that rest."""
     step = _mean(record.step_seconds)
     compute, exposed = _timed(record)
-    data = record.data["data_wait_s"] / len(record.step_seconds) if record.data else 0.0
+    data = _data_s(record)[0]
     rest = max(0.0, step - (compute or 0.0) - exposed - data)
-    # a synchronous exchange cannot end before the slowest rank is ready: that part of it is a wait for a peer;
-    # untimed (no ddp_timing), the wait hides in what is left of the step
-    budget = exposed if compute is not None else rest
-    peer_wait = max(0.0, min(budget, slowest_ready - _ready(record)))
     if compute is not None:
+        peer_wait = max(0.0, exposed - least_exposed)
         exposed -= peer_wait
     else:
+        peer_wait = max(0.0, min(rest, most_data - data))
         rest -= peer_wait
     return RankTime(record.rank, (record.hello or {}).get("host"), step, compute, peer_wait, exposed, data, rest)
 
@@ -127,8 +137,10 @@ def attribute(ranks: Sequence[RankRecord]) -> Attribution | None:
     trained = [r for r in ranks if r.trains and r.step_seconds]
     if len(trained) < 2:
         return None
-    slowest_ready = max(_ready(r) for r in trained)
-    times = tuple(_rank_time(r, slowest_ready) for r in trained)
+    timed = [_timed(r)[1] for r in trained if _timed(r)[0] is not None]
+    least_exposed = min(timed, default=0.0)
+    most_data = max(_data_s(r)[0] for r in trained)
+    times = tuple(_rank_time(r, least_exposed, most_data) for r in trained)
     slowest = max(times, key=lambda t: t.own)
     median_own = statistics.median(t.own for t in times)
     median_phase = {name: statistics.median(t.phase(name) for t in times) for name in OWN_PHASES}

@@ -70,5 +70,45 @@ def test_the_table_has_a_row_per_rank_whose_phases_add_up_to_the_step():
         assert parts == pytest.approx(row["step_s"])
 
 
+def _late_outside_compute(slow: int, late: float) -> list[RankRecord]:
+    """Four ranks of equal compute; rank ``slow`` spends ``late`` s a step where no timer sees it (an injected
+    sleep, a CPU hog), so the others' exposed exchange grows by it, and every step lasts as long."""
+    step = 0.08 + 0.01 + late + 0.005
+    return [_rank(r, comm=0.01 if r == slow else 0.01 + late, step=step) for r in range(4)]
+
+
+def test_a_rank_late_outside_compute_is_named_and_the_others_wait_for_it():
+    result = attribute(_late_outside_compute(1, 0.03))
+    assert (result.slowest.rank, result.phase) == (1, "rest")
+    for r in result.ranks:  # the wire's own time is the least exposed exchange; the rest of it was waiting
+        assert r.exchange == pytest.approx(0.01)
+        assert r.peer_wait == pytest.approx(0.0 if r.rank == 1 else 0.03)
+    assert result.straggler_score == pytest.approx(0.125 / 0.095, rel=1e-6)
+
+
+def test_a_slow_wire_for_everyone_is_exchange_not_peer_wait():
+    result = attribute([_rank(r, comm=0.05) for r in range(4)])
+    assert all(r.peer_wait == pytest.approx(0.0) and r.exchange == pytest.approx(0.05) for r in result.ranks)
+    assert result.straggler_score == pytest.approx(1.0)
+
+
+def test_an_emulated_host_loader_wait_is_data_not_compute():
+    ranks = _run(0)
+    for r in ranks:  # every step 0.02 s longer: the exchange waits for the slow loader's rank
+        r.step_seconds = [t + 0.02 for t in r.step_seconds]
+    slow = ranks[2]  # its emulated loader held each forward 0.02 s (DDP's forward timer saw it as compute)
+    slow.ddp_timing = {"steps": [{**s, "forward_compute_s": s["forward_compute_s"] + 0.02}
+                                 for s in slow.ddp_timing["steps"]]}
+    slow.window = {"seconds": STEPS * slow.step_seconds[0]}
+    slow.emulation = {"input_stall": 0.02 / slow.step_seconds[0]}
+    for r in ranks:
+        if r is not slow:
+            r.ddp_timing = {"steps": [{**s, "backward_comm_s": s["backward_comm_s"] + 0.02}
+                                      for s in r.ddp_timing["steps"]]}
+    result = attribute(ranks)
+    assert (result.slowest.rank, result.phase) == (2, "data")
+    assert result.slowest.compute == pytest.approx(0.08) and result.slowest.data == pytest.approx(0.02)
+
+
 def test_one_rank_has_no_attribution():
     assert attribute(_run(0)[:1]) is None
