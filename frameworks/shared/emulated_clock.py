@@ -27,6 +27,7 @@ import psutil
 
 from harness.contract.events import EventWriter
 from harness.contract.spec import RunSpec
+from harness.machines import faults
 from harness.machines.emulation import CpuWindow, busy_and_total_s
 
 GRADIENT_VALUE = 1e-4  # every emulated gradient's entries (their values are not what is measured)
@@ -67,14 +68,16 @@ class StepFactors:
     """Each step's multiple of the profiled time on one rank: drawn from the profile's measured variation
     (``step_factors`` of the run's ``emulation`` mapping, mean 1; harness.machines.accelerators), each rank
     its own sequence from the run's seed, so that ranks straggle independently and a run repeats its draws.
-    Without a variation every step is 1."""
+    Without a variation every step is 1. A fault planted on the rank's GPU multiplies it (harness.machines.faults)."""
 
     def __init__(self, emulation: Mapping[str, Any], seed: int, rank: int):
         self.factors = [float(f) for f in emulation.get("step_factors") or (1.0,)]
         self.random = random.Random(f"{seed}/{rank}")
+        self.emulation, self.rank, self.steps = emulation, rank, 0
 
     def draw(self) -> float:
-        return self.random.choice(self.factors)
+        self.steps += 1
+        return self.random.choice(self.factors) * faults.compute_factor(self.emulation, self.rank, self.steps - 1)
 
 
 def cumulative(durations: list[float]) -> list[float]:
@@ -114,12 +117,13 @@ class InputClock:
         self.wait_s = 0.0  # s (dilated) the steps waited for batches so far
 
     @classmethod
-    def of(cls, emulation: Mapping[str, Any]) -> InputClock | None:
-        """The clock of a run's ``emulation`` mapping (harness.machines.accelerators), None without an emulated
-        host loader."""
-        if not emulation.get("input_workers"):
+    def of(cls, emulation: Mapping[str, Any], rank: int = 0) -> InputClock | None:
+        """The clock of ``rank`` in a run's ``emulation`` mapping (harness.machines.accelerators; a slow loader
+        planted on its host: harness.machines.faults.loader), None without an emulated host loader."""
+        made = faults.loader(emulation, rank)
+        if made is None:
             return None
-        return cls(int(emulation["input_workers"]), float(emulation["input_batch_s"]) * float(emulation["dilation"]))
+        return cls(made[0], made[1] * float(emulation["dilation"]))
 
     def _made_at(self, j: int) -> float:
         """When batch ``j`` is made, from the batches before it (their times made and taken)."""
@@ -154,8 +158,9 @@ class LayerClock:
         self.forward_clock = Schedule(cumulative([s * passes * FORWARD_SHARE for s in shares]))
         self.backward_clock = Schedule(cumulative([s * passes * (1 - FORWARD_SHARE) for s in reversed(shares)]))
         self.update_clock = Schedule([update])
-        self.input = InputClock.of(emulation)
+        self.input = InputClock.of(emulation, factors.rank)
         self.factors, self.factor, self.factor_sum = factors, 1.0, 0.0
+        self.host_delay_s = faults.host_delay_s(emulation, factors.rank)  # a CPU hog planted on the host
 
     def start(self) -> None:
         """The step's forward begins, once the emulated host's loader has the batch; the step's factor is drawn."""
@@ -175,6 +180,8 @@ class LayerClock:
 
     def update(self) -> None:
         self.update_clock.run(factor=self.factor)
+        if self.host_delay_s:  # the host's own work, after the device's: no device timer sees it
+            time.sleep(self.host_delay_s)
 
     @property
     def late_s(self) -> float:
@@ -222,9 +229,10 @@ class StepClock:
     def __init__(self, emulation: Mapping[str, Any], factors: StepFactors):
         passes, update = dilated_parts(emulation)
         self.passes_clock, self.update_clock = Schedule([passes]), Schedule([update])
+        self.host_delay_s = faults.host_delay_s(emulation, factors.rank)  # a CPU hog planted on the host
         self.exchange_s = 0.0  # the exchanges' wall time so far (s, dilated)
         self.exchange_cpu = [0.0, 0.0]  # the machine's busy and total CPU seconds over them
-        self.input = InputClock.of(emulation)
+        self.input = InputClock.of(emulation, factors.rank)
         self.factors, self.factor, self.factor_sum = factors, 1.0, 0.0
 
     def passes(self, during: Callable[[], None] = lambda: None) -> None:
@@ -247,6 +255,8 @@ class StepClock:
 
     def update(self) -> None:
         self.update_clock.run(factor=self.factor)
+        if self.host_delay_s:  # the host's own work, after the device's: no device timer sees it
+            time.sleep(self.host_delay_s)
 
     @property
     def late_s(self) -> float:
@@ -305,9 +315,11 @@ class Watch:
             # under a tenth of a CPU second the clock's ticks (10 ms) make the fraction noise
             apart = {"exchange_s": wall / steps, "exchange_cpu_busy": busy / total if total >= 0.1 else None,
                      "link_exchange_s": emulation.get("link_exchange_s")}
-        if emulation.get("input_workers"):  # the window's share spent waiting for the emulated host's batches
-            apart.update(input_workers=emulation["input_workers"], input_rate=emulation["input_rate"],
+        if self.clock.input is not None:  # the window's share spent waiting for the emulated host's batches
+            apart.update(input_workers=emulation.get("input_workers"), input_rate=emulation.get("input_rate"),
                          input_stall=(self._input_wait_s() - self.input_at_window) / window["seconds"])
+        if emulation.get("fault"):
+            apart["fault"] = emulation["fault"]  # the planted fault (harness.machines.faults), for the row
         # the profiled time the window's sleeps aimed at (s, undilated): the steps' factors x the profile's
         planned = compute_s * (self.clock.factor_sum - self.factors_at_window)
         events.emit("emulation", accelerator=emulation["accelerator"], compute_s=compute_s, planned_s=planned,

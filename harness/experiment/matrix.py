@@ -11,7 +11,7 @@ from harness.contract.spec import RunSpec
 from harness.contract.workloads import WORKLOADS
 from harness.experiment import strategies
 from harness.experiment.scenario import Scenario, combinations
-from harness.machines import accelerators
+from harness.machines import accelerators, faults
 
 
 def expand(scenario: Scenario) -> list[RunSpec]:
@@ -49,9 +49,12 @@ def emulation_of(scenario: Scenario, combo: Mapping[str, Any]) -> dict:
     """The run's emulated accelerator, resolved for its workload, batch and precision (empty if none)."""
     if scenario.emulation is None:
         return {}
-    return accelerators.resolve(scenario.emulation, combo["workload"], combo["batch_per_worker"], combo["precision"],
-                                combo["size"], combo["nodes"], combo["procs_per_node"],
-                                frameworks.get(combo["framework"]).emulated_exchange_cpu_cost)
+    resolved = accelerators.resolve(scenario.emulation, combo["workload"], combo["batch_per_worker"],
+                                    combo["precision"], combo["size"], combo["nodes"], combo["procs_per_node"],
+                                    frameworks.get(combo["framework"]).emulated_exchange_cpu_cost)
+    if scenario.faults is not None:  # placed for this run's hosts and ranks (harness.machines.faults)
+        resolved["fault"] = faults.place(scenario.faults, combo["nodes"], combo["procs_per_node"])
+    return resolved
 
 
 def storage_as_data(storage, options) -> dict:

@@ -12,6 +12,7 @@ Layout of a scenario file::
     [strategy_options.<strategy>]  # per-strategy options (harness.experiment.strategies)
     [launcher_options.<launcher>]  # a launcher's settings (hosts, partition, image, ...)
     [emulation]                    # device = "emulated": the accelerator (harness.machines.accelerators)
+    [faults]                       # a fault planted on the emulated cluster (harness.machines.faults)
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from harness.contract.axes import (
 )
 from harness.contract.workloads import WORKLOADS
 from harness.experiment import strategies
-from harness.machines import accelerators
+from harness.machines import accelerators, faults
 from harness.machines.accelerators import EmulationOptions
 from harness.storage import backends as storage
 
@@ -102,10 +103,11 @@ class Scenario:
     strategy_options: Mapping[Strategy, Any] = field(default_factory=dict)  # frozen options per strategy
     storage_options: Mapping[Storage, Any] = field(default_factory=dict)  # harness.storage.backends.StorageOptions
     emulation: EmulationOptions | None = None  # device emulated: which accelerator, how its steps are spent
+    faults: faults.FaultOptions | None = None  # the emulated cluster: a fault planted (harness.machines.faults)
 
 
 TOP_LEVEL_KEYS = ["format", "name", "description", "settings", "matrix", "include", "exclude",
-                  "workload_options", "launcher_options", "strategy_options", "storage_options", "emulation"]
+                  "workload_options", "launcher_options", "strategy_options", "storage_options", "emulation", "faults"]
 
 
 def load(path: str | Path) -> Scenario:
@@ -152,7 +154,8 @@ def parse(doc: Mapping[str, Any], file: str, default_name: str = "scenario") -> 
     scenario = Scenario(name=name, path=file, settings=settings, matrix=matrix, description=description,
                         include=include, exclude=exclude, workload_options=options,
                         launcher_options=launcher_options, strategy_options=strategy_options,
-                        storage_options=storage_options, emulation=emulation)
+                        storage_options=storage_options, emulation=emulation,
+                        faults=faults.parse(doc.get("faults"), emulation, where))
     _check_sizes(scenario)
     _check_profiles(scenario, where)
     return scenario

@@ -91,9 +91,9 @@ def shaping(spec: RunSpec, hosts: tuple[str, ...], remote: RemoteShell, interfac
     if remote != RemoteShell.NETNS:
         return ()
     if shapes_emulated_links(spec):
-        return tuple(command for host in hosts[: spec.nodes]
+        return tuple(command for index, host in enumerate(hosts[: spec.nodes])
                      for command in emulated_cluster.shaping(spec.emulation, prefix(remote, host), interface,
-                                                             spec.procs_per_node, spec.nodes, sys.executable))
+                                                             spec.procs_per_node, spec.nodes, sys.executable, index))
     if spec.nodes < 2:
         return ()
     return tuple((*prefix(remote, host), *network.shaping_argv(interface, spec.network))

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 from harness.base import network
 from harness.base.errors import UserError
 from harness.contract.axes import Exchange, StepVariation
+from harness.machines import faults
 from harness.machines.interconnects import INTERCONNECTS_FILE, load_presets
 
 # CPU seconds spent per byte of gradient one rank exchanges in a ring allreduce over local TCP (the kernel's
@@ -145,13 +146,14 @@ def tcp_argv(link_: Link | None) -> tuple[str, ...]:
 
 
 def shaping(emulation: Mapping[str, Any], prefix: tuple[str, ...], interface: str, procs_per_node: int,
-            nodes: int, python: str) -> tuple[tuple[str, ...], ...]:
-    """The commands that shape one emulated host (run inside it through ``prefix``): each of its two
-    interfaces to its link's rate, or unshaped where the run names none (a namespace keeps an earlier
-    run's), and the links' latencies (its delay line, with ``python``)."""
+            nodes: int, python: str, host: int = 0) -> tuple[tuple[str, ...], ...]:
+    """The commands that shape one emulated host (index ``host``, run inside it through ``prefix``): each of
+    its two interfaces to its link's rate, or unshaped where the run names none (a namespace keeps an earlier
+    run's), and the links' latencies (its delay line, with ``python``); a fault planted on its network card
+    changes its inter link (harness.machines.faults.link)."""
     k = float(emulation["dilation"])
     inter, intra = emulation.get("inter_link"), emulation.get("intra_link")
-    links = {interface: link(inter) if inter and nodes > 1 else None,
+    links = {interface: faults.link(emulation, host, link(inter)) if inter and nodes > 1 else None,
              "lo": link(intra) if intra and procs_per_node > 1 else None}
     shares = {interface: 1, "lo": procs_per_node}
     rates = tuple((*prefix, *(tbf_argv(iface, link_, k, share=shares[iface]) if link_

@@ -16,6 +16,7 @@ from harness.contract.axes import Status
 from harness.contract.events import IMAGE_FILE, RankRecord
 from harness.contract.spec import RunSpec
 from harness.contract.worker import log_path
+from harness.machines import faults
 from harness.results import metrics
 from harness.results.attribution import attribute
 from harness.running.emulation_fields import dilation, emulation_fields
@@ -193,6 +194,7 @@ def measurement_fields(ranks: list[RankRecord], run_dir: Path) -> dict[str, Any]
         **checkpoint_fields(ranks),
         **plain_fields(ranks),
         **attribution_fields(ranks, run_dir, k),
+        **faults.fault_fields(ranks),
     }
 
 

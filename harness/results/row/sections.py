@@ -278,7 +278,18 @@ ATTRIBUTION = Section("attribution", "where a multi-rank run's step went, per ra
     col("median_rest_s", "Float64", "s", "the median rank's rest per step"),
 ))
 
+FAULT = Section("fault", "the fault planted on the emulated cluster ([faults]: harness/machines/faults.py), the truth "
+                "a detector is scored against; empty where none was", "harness.machines.faults:fault_fields", (
+    col("fault_kind", "string", "", "slow_gpu | slow_nic | long_link | slow_loader | cpu_hog | intermittent"),
+    col("fault_rank", "Int64", "", "the rank it slows (slow_gpu, intermittent; empty for a host's fault)"),
+    col("fault_host", "string", "", "the host it is on, as its ranks' hello said (compare slowest_host)"),
+    col("fault_severity", "Float64", "", 
+        "its size: compute or batch-time factor (x), slow_nic's rate fraction, long_link's added latency (s)"),
+    col("fault_every", "Int64", "steps", "intermittent: every n-th step"),
+    col("fault_seed", "Int64", "", "the seed its place was drawn from"),
+))
+
 
 SECTIONS: tuple[Section, ...] = (IDENTITY, MEASUREMENT, MACHINE_LOAD, TRAINING, MEMORY, UTILIZATION, ACCURACY, DATA,
                                  EMULATION, CHECKPOINT, MLPERF_STORAGE, PROVENANCE,
-                                 ATTRIBUTION)
+                                 ATTRIBUTION, FAULT)

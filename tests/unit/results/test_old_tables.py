@@ -58,6 +58,7 @@ GROUPS = {
     "step_variation": "step_variation",
     "attribution": "slowest_rank slowest_host straggler_score attribution_phase slowest_compute_s slowest_exchange_s "
                    "slowest_data_s slowest_rest_s median_compute_s median_exchange_s median_data_s median_rest_s",
+    "fault": "fault_kind fault_rank fault_host fault_severity fault_every fault_seed",
 }
 _MAIN = "strategy network telemetry precision storage layout"
 SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table has beyond FIRST)
@@ -92,6 +93,9 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
     (6, "after-a8150be", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
                          "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
                          "attribution"),
+    (7, "after-63ed77e", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
+                         "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
+                         "attribution fault"),
 ]
 
 
