@@ -7,7 +7,9 @@ Per rank, in seconds per measured step (means over the raw per-step records):
   ``peer_wait``  the part of the exchange spent waiting for a slower rank: the rank's exposed exchange minus
                  the least exposed exchange of any rank (the rank that came last to the collective waited for
                  no one, so its exposed exchange is the wire and the collective alone), whatever made the
-                 others late: compute, an input stall, a sleep no timer saw. Without ``ddp_timing``: the
+                 others late: compute, an input stall, a sleep no timer saw; and the wait in DDP's forward
+                 (its buffers' broadcast): the forward beyond the least forward / backward ratio of the
+                 ranks x the rank's backward. Without ``ddp_timing``: the
                  slowest rank's data wait minus this rank's, at most what is left of its step
   ``exchange``   the exchange's exposed time (backward communication not overlapped with compute) beyond
                  ``peer_wait``: the least exposed exchange over the ranks, the wire and the collective themselves
@@ -104,28 +106,50 @@ def _data_s(record: RankRecord) -> tuple[float, float]:
     return real + loader, loader
 
 
-def _timed(record: RankRecord) -> tuple[float | None, float]:
-    """(compute, exposed exchange) seconds per step from the rank's ``ddp_timing`` record, (None, 0) without;
-    compute less the emulated host loader's wait, which the forward's timer holds."""
+def _passes(record: RankRecord) -> tuple[float, float, float] | None:
+    """(forward, backward, exposed exchange) seconds per step from the rank's ``ddp_timing`` record, None
+    without; the forward less the emulated host loader's wait, which its timer holds."""
     steps = (record.ddp_timing or {}).get("steps") or []
     if not steps:
-        return None, 0.0
-    compute = _mean([s["forward_compute_s"] + s["backward_compute_s"] for s in steps])
+        return None
+    forward = max(0.0, _mean([s["forward_compute_s"] for s in steps]) - _data_s(record)[1])
     exposed = _mean([max(0.0, s["backward_comm_s"] - s["overlap_s"]) for s in steps])
-    return max(0.0, compute - _data_s(record)[1]), exposed
+    return forward, _mean([s["backward_compute_s"] for s in steps]), exposed
 
 
-def _rank_time(record: RankRecord, least_exposed: float, most_data: float) -> RankTime:
+def _least_ratio(records: Sequence[RankRecord]) -> float | None:
+    """The least forward / backward ratio over the timed ranks: the model's own, of a rank that waited for
+    no one in its forward."""
+    ratios = [f / b for f, b, _ in filter(None, map(_passes, records)) if b > 0]
+    return min(ratios, default=None)
+
+
+def _timed(record: RankRecord, ratio: float | None = None) -> tuple[float | None, float, float]:
+    """(compute, exposed exchange, forward wait) seconds per step, (None, 0, 0) without ``ddp_timing``. DDP's
+    forward begins with a collective where the model has buffers (their broadcast: BatchNorm's statistics),
+    so a rank early for it waits there, inside the forward's timer: its forward beyond ``ratio`` x its
+    backward (the least ratio over the ranks) is that wait, not compute. A slow GPU's forward and backward
+    grow together and keep the ratio."""
+    passes = _passes(record)
+    if passes is None:
+        return None, 0.0, 0.0
+    forward, backward, exposed = passes
+    wait = max(0.0, forward - backward * ratio) if ratio is not None and backward > 0 else 0.0
+    return forward - wait + backward, exposed, wait
+
+
+def _rank_time(record: RankRecord, least_exposed: float, most_data: float, ratio: float | None) -> RankTime:
     """One rank's phases. Timed: the wait for peers is its exposed exchange beyond ``least_exposed`` (that of
-    the rank that came last); untimed, the wait hides in what is left of the step: the most any rank waited
-    for data (``most_data``) beyond its own, at most that rest."""
+    the rank that came last) and its forward's wait (:func:`_timed`); untimed, the wait hides in what is left
+    of the step: the most any rank waited for data (``most_data``) beyond its own, at most that rest."""
     step = _mean(record.step_seconds)
-    compute, exposed = _timed(record)
+    compute, exposed, forward_wait = _timed(record, ratio)
     data = _data_s(record)[0]
-    rest = max(0.0, step - (compute or 0.0) - exposed - data)
+    rest = max(0.0, step - (compute or 0.0) - forward_wait - exposed - data)
     if compute is not None:
         peer_wait = max(0.0, exposed - least_exposed)
         exposed -= peer_wait
+        peer_wait += forward_wait
     else:
         peer_wait = max(0.0, min(rest, most_data - data))
         rest -= peer_wait
@@ -137,10 +161,10 @@ def attribute(ranks: Sequence[RankRecord]) -> Attribution | None:
     trained = [r for r in ranks if r.trains and r.step_seconds]
     if len(trained) < 2:
         return None
-    timed = [_timed(r)[1] for r in trained if _timed(r)[0] is not None]
-    least_exposed = min(timed, default=0.0)
+    least_exposed = min((p[2] for p in map(_passes, trained) if p is not None), default=0.0)
     most_data = max(_data_s(r)[0] for r in trained)
-    times = tuple(_rank_time(r, least_exposed, most_data) for r in trained)
+    ratio = _least_ratio(trained)
+    times = tuple(_rank_time(r, least_exposed, most_data, ratio) for r in trained)
     slowest = max(times, key=lambda t: t.own)
     median_own = statistics.median(t.own for t in times)
     median_phase = {name: statistics.median(t.phase(name) for t in times) for name in OWN_PHASES}

@@ -86,6 +86,23 @@ def test_a_rank_late_outside_compute_is_named_and_the_others_wait_for_it():
     assert result.straggler_score == pytest.approx(0.125 / 0.095, rel=1e-6)
 
 
+def test_a_wait_in_ddps_forward_buffer_broadcast_is_peer_wait_not_compute():
+    """Rank 3 is late before its forward (a CPU hog's host work after the update): the others wait for it in
+    the buffers' broadcast that begins DDP's forward, inside its timer; their forward / backward ratio grows,
+    a slow GPU's does not."""
+    ranks = _late_outside_compute(3, 0.03)
+    for r in ranks:
+        if r.rank != 3:  # the wait moves from the exchange into the forward
+            r.ddp_timing = {"steps": [{**s, "forward_compute_s": s["forward_compute_s"] + 0.03,
+                                       "backward_comm_s": s["backward_comm_s"] - 0.03} for s in r.ddp_timing["steps"]]}
+    result = attribute(ranks)
+    assert (result.slowest.rank, result.phase) == (3, "rest")
+    assert all(r.compute == pytest.approx(0.08) for r in result.ranks)
+    assert [r.peer_wait for r in result.ranks] == pytest.approx([0.03, 0.03, 0.03, 0.0])
+    slow_gpu = attribute(_run(1, compute=0.12))  # forward and backward both 1.5 x: no forward wait
+    assert slow_gpu.slowest.compute == pytest.approx(0.12) and slow_gpu.phase == "compute"
+
+
 def test_a_slow_wire_for_everyone_is_exchange_not_peer_wait():
     result = attribute([_rank(r, comm=0.05) for r in range(4)])
     assert all(r.peer_wait == pytest.approx(0.0) and r.exchange == pytest.approx(0.05) for r in result.ranks)
