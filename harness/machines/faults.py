@@ -10,8 +10,10 @@ the launcher, which ask this module, in a few thin hooks, what it changes for th
 - ``slow_nic``: one host's network card (its ``inter_link``'s ``tbf``) at ``rate_fraction`` of its rate
   (:func:`link`)
 - ``long_link``: ``latency_s`` more latency (undilated) on packets arriving at one host's network card
-- ``slow_loader``: one host's emulated input pipeline takes ``factor`` x the step's compute per batch (with
-  the scenario's own loader, ``input_workers``, its batch time x ``factor``; :func:`loader`)
+- ``slow_loader``: one host's emulated input pipeline takes ``factor`` x the step per batch, the step being
+  its compute plus the links' own exchange time (``link_exchange_s``: at most what a step takes), so that
+  ``factor`` > 1 starves the host's GPUs whatever the exchange (with the scenario's own loader,
+  ``input_workers``, its batch time x ``factor``; :func:`loader`)
 - ``cpu_hog``: one host's ranks lose ``(factor - 1)`` x the step's compute a step to host work no device
   timer sees (slept after the update, outside forward and backward: :func:`host_delay_s`). A real hog in one
   network namespace would share this machine's cores with every emulated host, so it is emulated by the
@@ -62,7 +64,7 @@ class FaultOptions:
     """``[faults]``: one fault planted on the emulated cluster (device emulated, exchange gradients)."""
 
     kind: FaultKind
-    # slow_gpu, intermittent: the rank's compute x; slow_loader: a batch's time / the step's compute; cpu_hog:
+    # slow_gpu, intermittent: the rank's compute x; slow_loader: a batch's time / the step's; cpu_hog:
     # the host's ranks' step x (the extra outside compute)
     factor: float = field(default=1.3, metadata={"min": 1.0, "max": 10.0})
     rate_fraction: float = field(default=0.5, metadata={"min": 0.01, "max": 1.0})  # slow_nic: of the link's rate
@@ -144,14 +146,16 @@ def host_delay_s(emulation: Mapping[str, Any], rank: int) -> float:
 def loader(emulation: Mapping[str, Any], rank: int) -> tuple[int, float] | None:
     """(workers, one batch's seconds in one worker, undilated) of ``rank``'s emulated host loader: the
     scenario's (``input_workers``), its batches ``factor`` x slower where a slow loader is on the rank's host,
-    or one worker at ``factor`` x the step's compute where the scenario has none; None without either."""
+    or one worker at ``factor`` x (compute + the links' exchange) where the scenario has none; None without
+    either."""
     fault = _on(emulation, rank, FaultKind.SLOW_LOADER)
     workers = int(emulation.get("input_workers") or 0)
     if fault is None:
         return (workers, float(emulation["input_batch_s"])) if workers else None
     if workers:
         return workers, float(emulation["input_batch_s"]) * fault["factor"]
-    return 1, float(fault["factor"]) * float(emulation["compute_s"])
+    step = float(emulation["compute_s"]) + float(emulation.get("link_exchange_s") or 0.0)
+    return 1, float(fault["factor"]) * step
 
 
 def link(emulation: Mapping[str, Any], host: int, link_: Any) -> Any:
