@@ -51,6 +51,7 @@ QUEUE_MAXLEN = 65536  # packets held at once: a dilated link's bytes in flight, 
 # wake-ups and netlink's round trip, measured against a ping-pong), as much as such a delay itself; the real
 # stack's own latency (tens of microseconds over a veth) stands for it.
 MIN_DELAY_S = 1e-3
+STOP_WAIT_S = 5.0  # the longest a stop waits for the old delay line to exit (s)
 FIRST_QUEUE = 7100  # queue numbers this module takes, one per interface (away from 0, which others may use)
 STATE = Path("/run/rosetta-delay-line")
 
@@ -174,6 +175,11 @@ def stop() -> None:
             os.kill(int(pid), signal.SIGKILL)
         except ProcessLookupError:
             pass
+        # the kernel unbinds the queues only when the process has exited: a delay line started at once would
+        # find them still bound (seen in CI: start replacing start failed to bind)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while _ours(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
     path.unlink(missing_ok=True)
 
 
