@@ -11,6 +11,7 @@ import dataclasses
 import frameworks
 from harness import launchers
 from harness.base import network
+from harness.base.escaping import terminal as escape
 from harness.contract.axes import Device, MemoryFormat, Storage, Strategy
 from harness.contract.framework_api import FrameworkInfo
 from harness.contract.workloads import WORKLOADS
@@ -20,7 +21,8 @@ from harness.machines import accelerators, interconnects
 
 
 def catalog_items() -> list:
-    """The frameworks' table, the workloads' table, then one line per other registry."""
+    """The frameworks' table, the workloads' table, one line per other registry, then the emulated cluster's
+    accelerator profiles and link presets (each with its source)."""
     return [frameworks_table(), workloads_table(),
             f"Strategies (default options): {'; '.join(strategy_with_options(s) for s in Strategy)}",
             f"One host only (a model in shared memory): {', '.join(s.value for s in ONE_HOST)}",
@@ -28,9 +30,8 @@ def catalog_items() -> list:
             f"Devices: {', '.join(d.value for d in Device)}",
             f"Launchers: {', '.join(launchers.names())} ({launchers.AUTO}: the framework's first)",
             f"Networks (link cap between hosts): {network.UNLIMITED} or a rate such as 1gbit, 100mbit",
-            f"Emulated accelerators (emulation.accelerator): {', '.join(accelerator_profiles())}",
-            f"Emulated links (emulation.intra_link, inter_link): {', '.join(interconnects.load_presets().links)}",
-            f"Numeric axes (integers): {', '.join(numeric_bounds())}; sizes: see Workloads"]
+            f"Numeric axes (integers): {', '.join(numeric_bounds())}; sizes: see Workloads",
+            accelerators_table(), links_table()]
 
 
 def frameworks_table():
@@ -103,11 +104,28 @@ def numeric_bounds() -> list[str]:
             if "max" in f.metadata]
 
 
-def accelerator_profiles() -> list[str]:
-    """Each accelerator profile's name with the workloads it has a step time for, e.g. ``v100 (resnet50)``."""
-    names: dict[str, list[str]] = {}
-    for profile in accelerators.load_profiles()[0]:
-        workloads = names.setdefault(profile.accelerator, [])
-        if profile.workload.value not in workloads:
-            workloads.append(profile.workload.value)
-    return [f"{name} ({'/'.join(workloads)})" for name, workloads in names.items()]
+def accelerators_table():
+    """The accelerator profiles (``emulation.accelerator``): one row per profiled step, its step time and source."""
+    from rich.table import Table
+
+    table = Table(title="Emulated accelerators (emulation.accelerator; harness/machines/accelerators.toml)")
+    for col in ("name", "workload", "batch", "precision", "step (s)", "source"):
+        table.add_column(col)
+    for p in accelerators.load_profiles()[0]:
+        table.add_row(escape(p.accelerator), f"{p.workload.value}/{p.size.value}", str(p.batch), p.precision.value,
+                      f"{p.compute_s:g}", escape(p.source))
+    return table
+
+
+def links_table():
+    """The link presets (``emulation.intra_link``, ``inter_link``, ``rosetta project --interconnect``) with their
+    effective bandwidth (GB/s each direction), latency per ring step (us) and source."""
+    from rich.table import Table
+
+    table = Table(title="Interconnect presets (emulation.intra_link, inter_link; harness/machines/interconnects.toml)")
+    for col in ("name", "title", "GB/s", "latency (us)", "source"):
+        table.add_column(col)
+    for name, link in interconnects.load_presets().links.items():
+        table.add_row(escape(name), escape(link.title), f"{link.bandwidth_GBps:g}", f"{link.latency_us:g}",
+                      escape(link.source))
+    return table
