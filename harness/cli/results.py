@@ -316,19 +316,31 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def _run_emulated(ref, args: argparse.Namespace) -> list[dict] | None:
     """The published configuration on the emulated cluster, its hosts started for the sweep and removed after."""
     import frameworks
+    from harness.base.escaping import terminal as escape
     from harness.launchers import hosts
     from harness.machines.emulated_cluster import MAX_DILATION
     from harness.reproduction import emulated_reproduction as emulated
+    from harness.reproduction import prerequisites
 
     if not 0 <= args.dilation <= MAX_DILATION:
         raise UserError(f"--dilation: must be 0 (auto) or 1 to {MAX_DILATION:g}, got {args.dilation:g}")
     if args.framework:  # before any network namespace is made for it
         frameworks.FRAMEWORKS.check(args.framework, "--framework")
-    settings = {"repeats": args.repeats, "measured_steps": args.measured_steps}
-    with hosts.namespace_hosts(emulated.hosts_needed(ref)) as names:
-        scenario = emulated.emulated_scenario(ref, names, {k: v for k, v in settings.items() if v is not None},
+    settings = {k: v for k, v in {"repeats": args.repeats, "measured_steps": args.measured_steps}.items()
+                if v is not None}
+    ready = prerequisites.check(ref)  # before the first point, not at the point that needs what is missing
+    reachable = args.gpus or emulated.max_ranks(ref)
+    if args.dry_run and not ready.ok:  # the plan over the hosts it would make, and what this machine lacks
+        scenario = emulated.emulated_scenario(ref, hosts.planned_hosts(emulated.hosts_needed(ref)), settings,
                                               args.dilation, args.framework)
-        reachable = args.gpus or emulated.max_ranks(ref)
+        print_dry_run(scenario, args.results, reachable)
+        print_items([escape(ready.line())])
+        return None
+    if not ready.ok:
+        raise UserError(ready.line())
+    print_items([escape(ready.line())])
+    with hosts.namespace_hosts(emulated.hosts_needed(ref)) as names:
+        scenario = emulated.emulated_scenario(ref, names, settings, args.dilation, args.framework)
         if args.dry_run:
             print_dry_run(scenario, args.results, reachable)
             return None

@@ -116,6 +116,12 @@ NETNS_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "netns_hosts.sh"
 EMULATED_PREFIX = "rosetta-emu"  # the emulated cluster's namespaces (tools/netns_hosts.sh's ROSETTA_NETNS_PREFIX)
 
 
+def planned_hosts(count: int, prefix: str = EMULATED_PREFIX) -> dict[str, str]:
+    """The ``count`` hosts :func:`namespace_hosts` would make ({name: address}), as tools/netns_hosts.sh names
+    and numbers them, without making them: what a dry run plans over (no root needed)."""
+    return {f"{prefix}-h{i}": f"10.213.8.{i + 1}" for i in range(count)}
+
+
 @contextmanager
 def namespace_hosts(count: int, prefix: str = EMULATED_PREFIX) -> Iterator[dict[str, str]]:
     """``count`` hosts made of network namespaces for the length of the block ({name: address}), then
