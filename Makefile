@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ENGINES_STAMP := $(VENV)/.installed-engines
 
-.PHONY: quickstart test test-unit timing-test bench bench-dlio bench-changepoints clean
+.PHONY: quickstart envs test test-unit timing-test bench bench-dlio bench-changepoints clean
 
 # The build constraint: chainer's sdist builds only with setuptools < 81 (its setup.py imports pkg_resources).
 # Horovod: built once from its sdist with our patch, cached in ~/.cache/rosetta/horovod/ (tools/install_horovod.py).
@@ -32,7 +32,13 @@ $(STAMP): pyproject.toml tools/build-constraints.txt tools/install_packages.py t
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python tools/install_horovod.py
 	touch $(STAMP)
 
-quickstart: $(STAMP)
+# The framework families that cannot share .venv (JAX: NumPy 2), each its own environment from its pins
+# (tools/envs/<name>.txt), made once with uv into ~/.cache/rosetta/envs/<name>-<key of the pins>/; a made one is
+# found at once (tools/make_env.py). A family whose environment did not make has its runs skipped, saying why.
+envs: $(STAMP)
+	$(BIN)/python tools/make_env.py || echo "an environment did not make: its framework's runs will be skipped" >&2
+
+quickstart: $(STAMP) envs
 	$(BIN)/rosetta run
 
 # The tests' extra packages that the quickstart does not need (Ray, MLflow, the Azure ML SDK: pyproject's
@@ -45,7 +51,7 @@ $(ENGINES_STAMP): $(STAMP) pyproject.toml
 # binding, which builds only once libnfs-dev is there. The tests run in TEST_WORKERS processes (pytest-xdist):
 # two keep a 2-core machine busy while a test waits on a server, a sleep or a one-rank start-up.
 TEST_WORKERS ?= 2
-test: $(STAMP) $(ENGINES_STAMP)
+test: $(STAMP) $(ENGINES_STAMP) envs
 	tools/install_test_servers.sh
 	@$(BIN)/python -c "import libnfs" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[nfs]' 2>/dev/null \
 	  || echo "libnfs (the NFS client) did not build: apt-get install libnfs-dev; the nfs storage tests will skip" >&2

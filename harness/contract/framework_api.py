@@ -11,6 +11,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from harness.base import python_envs
 from harness.contract.axes import (
     Compile,
     Device,
@@ -43,6 +44,10 @@ class FrameworkInfo:
     # The model family whose builder modules it runs (harness.contract.workloads.declaration.FAMILIES): every
     # workload it declares names a builder for this family in its declaration; "" for none (a benchmark only).
     family: str = ""
+    # The Python environment its ranks run in (harness.base.python_envs: tools/envs/<name>.txt, made by
+    # `make envs`); None: the harness's own .venv. A family whose pins cannot share .venv's (JAX's NumPy 2
+    # beside Chainer's NumPy < 2) names its own; the harness finds its modules on disk, never importing them.
+    environment: str | None = None
     workload_requires: Mapping[Workload, tuple[str, ...]] = field(default_factory=dict)
     precisions: tuple[Precision, ...] = (Precision.FP32,)
     memory_formats: Mapping[Workload, tuple[MemoryFormat, ...]] = field(default_factory=dict)  # default: contiguous
@@ -74,10 +79,12 @@ class FrameworkInfo:
     emulated_exchange_cpu_cost: float = 1.0
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
-        """Required modules that cannot be found in this environment (no import is done)."""
+        """Required modules that cannot be found in its environment (no import is done)."""
         needed = list(self.requires)
         if workload is not None:
             needed += self.workload_requires.get(workload, ())
+        if self.environment is not None:
+            return python_envs.missing_modules(self.environment, needed)
         return [m for m in needed if importlib.util.find_spec(m) is None]
 
     @property

@@ -79,6 +79,14 @@ class LaunchRequest:
     python: str
     cpu_count: int
     repo_root: Path = Path(".")
+    # the interpreter the ranks start with: the framework family's environment's (harness.base.python_envs),
+    # "" for the harness's own (``python``)
+    worker_python: str = ""
+
+    @property
+    def rank_python(self) -> str:
+        """The interpreter each rank runs ``harness.contract.worker`` with."""
+        return self.worker_python or self.python
 
     @property
     def run_dir(self) -> Path:
@@ -147,6 +155,8 @@ def worker_env(request: LaunchRequest, node_cpus: int | None = None) -> dict[str
     """Variables every rank gets, whatever starts it."""
     threads = str(threads_per_rank(request, node_cpus))
     env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"}
+    if request.rank_python != request.python:  # a family's own environment: the harness is not installed there
+        env["PYTHONPATH"] = str(Path(request.repo_root).absolute())
     if request.spec.device == Device.EMULATED:  # its ranks sleep their compute: no compute threads (machine_load)
         env[machine_load.COMPUTE_THREADS_VARIABLE] = "0"
     return env

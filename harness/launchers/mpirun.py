@@ -82,7 +82,7 @@ def command(request: LaunchRequest) -> LaunchCommand:
             argv += ["--mca", "btl", "tcp,self", "--mca", "mpi_yield_when_idle", "1"]
     for name in env:
         argv += ["-x", name]
-    argv += [*opts.extra_args, request.python, *worker_argv(request)]
+    argv += [*opts.extra_args, request.rank_python, *worker_argv(request)]
     prefix = host_list.prefix(opts.remote, opts.hosts[0]) if multi_host and opts.remote == RemoteShell.NETNS else ()
     return LaunchCommand((*prefix, *argv), env,
                          setup=host_list.shaping(spec, opts.hosts, opts.remote, opts.interface))

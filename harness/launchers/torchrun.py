@@ -44,7 +44,7 @@ def command(request: LaunchRequest) -> LaunchCommand:
     """
     spec, opts = request.spec, options(request)
     env = worker_env(request, host_list.node_cpus(opts.remote, spec, request.cpu_count) if opts.hosts else None)
-    tail = ["--nproc-per-node", str(spec.procs_per_node), "--no-python", request.python, *worker_argv(request)]
+    tail = ["--nproc-per-node", str(spec.procs_per_node), "--no-python", request.rank_python, *worker_argv(request)]
     if spec.nodes == 1 and not opts.hosts:
         argv = (request.python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", *tail)
         return LaunchCommand(argv, env)

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import frameworks
 from harness import launchers
+from harness.base import python_envs
 from harness.base.errors import UserError
 from harness.contract.axes import Status
 from harness.contract.events import latest_step, read_rank
@@ -172,6 +173,7 @@ def skip_reason(spec: RunSpec, max_workers: int | None = None) -> str | None:
     # a launcher that runs the ranks in the framework's image needs nothing of it here
     in_image = getattr(launchers.module(spec.launcher), "IN_IMAGE", False)
     missing = [] if in_image else info.missing_modules(spec.workload)
+    unmade = None if in_image or info.environment is None else python_envs.not_made_reason(info.environment)
     client = backends.REGISTRY.get(spec.storage.value)  # none for synthetic data
     missing_client = [] if in_image or client is None else client.missing(spec.storage_options)
     return (info.unsupported_reason(spec.workload, spec.strategy, spec.storage, spec.launcher, spec.device)
@@ -181,6 +183,7 @@ def skip_reason(spec: RunSpec, max_workers: int | None = None) -> str | None:
             or launchers.unsupported_reason(spec.launcher, spec)
             or strategies.placement_reason(spec.strategy, spec.strategy_options, spec.nodes, spec.world_size)
             or strategies.shard_reason(spec.strategy, spec.workload_options, spec.world_size)
+            or unmade
             or (f"not installed: {', '.join(missing)} (install the {spec.framework} extra)" if missing else None)
             or (f"storage {spec.storage.value} needs the Python package {', '.join(missing_client)} (pip install "
                 f"{' '.join(missing_client)}{client.install_hint})" if missing_client else None))
@@ -193,7 +196,8 @@ def prepare(spec: RunSpec, run_dir: Path) -> launchers.LaunchCommand:
     spec_file = run_dir / "spec.json"
     write_spec_file(spec_file, spec, run_dir)
     request = LaunchRequest(spec=spec, worker_module=info.worker_module, spec_file=spec_file,
-                            python=sys.executable, cpu_count=os.cpu_count() or 1, repo_root=provenance.REPO_ROOT)
+                            python=sys.executable, cpu_count=os.cpu_count() or 1, repo_root=provenance.REPO_ROOT,
+                            worker_python=python_envs.worker_python(info.environment, ""))
     command = launchers.get(spec.launcher)(request)
     for name, text in command.files.items():
         (run_dir / name).write_text(text)
@@ -279,5 +283,6 @@ def _row(spec: RunSpec, run_dir: Path, sweep_id: str, status: Status, reason: st
         "rules": spec.rules.value,
         "run_dir": str(run_dir),
         **provenance.machine(),
+        **python_envs.row_fields(frameworks.get(spec.framework).environment),
         **fields,
     }

@@ -24,8 +24,9 @@ def run_spec(**overrides: Any) -> RunSpec:
 
 def launch_request(spec: RunSpec, *, worker_module: str | None = None, spec_file: Path = SPEC_FILE,
                    python: str = "/venv/bin/python", cpu_count: int = 8,
-                   repo_root: Path = Path("/repo")) -> LaunchRequest:
+                   repo_root: Path = Path("/repo"), worker_python: str = "") -> LaunchRequest:
     """What a launcher gets for ``spec``: by default its framework's worker, a 8-core machine, paths that are
     nobody's (the launchers only name them)."""
     worker = worker_module or frameworks.get(spec.framework).worker_module
-    return LaunchRequest(spec, worker, spec_file, python, cpu_count=cpu_count, repo_root=repo_root)
+    return LaunchRequest(spec, worker, spec_file, python, cpu_count=cpu_count, repo_root=repo_root,
+                         worker_python=worker_python)

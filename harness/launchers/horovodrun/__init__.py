@@ -71,7 +71,7 @@ def command(request: LaunchRequest) -> LaunchCommand:
     interface = opts.network_interface or ("eth0" if netns else "")
     if interface:
         argv += ["--network-interface", interface]
-    argv += [*opts.extra_args, request.python, *worker_argv(request)]
+    argv += [*opts.extra_args, request.rank_python, *worker_argv(request)]
     cpus = host_list.node_cpus(opts.remote, spec, request.cpu_count) if netns else None
     env = worker_env(request, cpus)
     if opts.controller == Controller.MPI and not opts.hosts:

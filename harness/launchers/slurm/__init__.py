@@ -113,7 +113,7 @@ def srun_argv(request: LaunchRequest) -> list[str]:
         binds = [a for m in mounts for a in ("--bind", m)]
         return ["srun", "apptainer", "exec", *(["--nv"] if opts.gpus_per_node else []), *binds,
                 "--pwd", opts.container_workdir, container_image(request), "python", *worker_argv(request)]
-    return ["srun", request.python, *worker_argv(request)]
+    return ["srun", request.rank_python, *worker_argv(request)]
 
 
 def command(request: LaunchRequest) -> LaunchCommand:

@@ -289,7 +289,14 @@ FAULT = Section("fault", "the fault planted on the emulated cluster ([faults]: h
     col("fault_seed", "Int64", "", "the seed its place was drawn from"),
 ))
 
+ENVIRONMENT = Section("environment", "the Python environment the ranks ran in (harness/base/python_envs.py): the "
+                      "harness's own .venv or a framework family's, each from its pins", 
+                      "harness.base.python_envs:row_fields", (
+    col("environment", "string", "", "the ranks' environment: .venv, or a family's (tools/envs/<name>.txt)"),
+    col("environment_lock", "string", "",
+        "its lock: the key of its pins (16 hex digits) and its pins name==version (.venv: pyproject.toml's key)"),
+))
 
 SECTIONS: tuple[Section, ...] = (IDENTITY, MEASUREMENT, MACHINE_LOAD, TRAINING, MEMORY, UTILIZATION, ACCURACY, DATA,
                                  EMULATION, CHECKPOINT, MLPERF_STORAGE, PROVENANCE,
-                                 ATTRIBUTION, FAULT)
+                                 ATTRIBUTION, FAULT, ENVIRONMENT)

@@ -59,6 +59,7 @@ GROUPS = {
     "attribution": "slowest_rank slowest_host straggler_score attribution_phase slowest_compute_s slowest_exchange_s "
                    "slowest_data_s slowest_rest_s median_compute_s median_exchange_s median_data_s median_rest_s",
     "fault": "fault_kind fault_rank fault_host fault_severity fault_every fault_seed",
+    "environment": "environment environment_lock",
 }
 _MAIN = "strategy network telemetry precision storage layout"
 SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table has beyond FIRST)
@@ -96,6 +97,9 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
     (7, "after-63ed77e", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
                          "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
                          "attribution fault"),
+    (8, "after-51e4511", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
+                         "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
+                         "attribution fault environment"),
 ]
 
 
