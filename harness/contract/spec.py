@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.base import nofollow
 from harness.contract.axes import (
     Backend,
     Collective,
@@ -168,7 +169,7 @@ class CommSpec:
 def write_spec_file(path: Path, spec: RunSpec, out_dir: Path) -> None:
     """Write the spec file a worker reads: the run and where to put its event records."""
     doc = {"format": SPEC_FORMAT, "run": spec.to_json(), "out_dir": str(out_dir)}
-    path.write_text(json.dumps(doc, indent=2))
+    nofollow.write(path, json.dumps(doc, indent=2))  # a link planted at spec.json is not written through
 
 
 def read_spec_file(path: str | Path) -> tuple[RunSpec, Path]:

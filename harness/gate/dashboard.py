@@ -22,6 +22,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from harness.base import nofollow
 from harness.gate import dashboard_assets, dashboard_pages
 from harness.gate.history import Series, Step
 
@@ -116,16 +117,16 @@ def write(all_series: Sequence[Series], table: pd.DataFrame, out: Path, title: s
           freshness: Freshness | None = None) -> Path:
     """Write the site into ``out`` (created); return the index page's path. ``freshness``: flag the series
     with no sweep for its days as stale."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = nofollow.make_folder(out)
     listed = entries(all_series, dimensions(table), freshness)
-    (out / "dashboard.css").write_text(dashboard_assets.CSS)
-    (out / "dashboard.js").write_text(dashboard_assets.JS)
-    (out / "index.html").write_text(dashboard_pages.index(listed, title))
-    (out / "regressions.html").write_text(dashboard_pages.regressions(
+    # a page's name may be a link someone planted in the folder: it is refused, not written through
+    nofollow.write(out / "dashboard.css", dashboard_assets.CSS)
+    nofollow.write(out / "dashboard.js", dashboard_assets.JS)
+    nofollow.write(out / "index.html", dashboard_pages.index(listed, title))
+    nofollow.write(out / "regressions.html", dashboard_pages.regressions(
         listed, title, current_step, past_steps_down, suspected))
     for stale in set(out.glob("series-*.html")) - {out / e.page for e in listed}:
         stale.unlink()  # a series an earlier run wrote that this one does not have: not left to mislead
     for entry in listed:
-        (out / entry.page).write_text(dashboard_pages.series_page(entry, title))
+        nofollow.write(out / entry.page, dashboard_pages.series_page(entry, title))
     return out / "index.html"

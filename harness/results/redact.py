@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -92,8 +93,10 @@ def scrub_folder(folder: Path, public: Iterable[str] = ()) -> list[Path]:
             text = path.read_text(errors="surrogateescape")
             clean = scrub(text, secrets)
             if clean != text:
-                tmp = path.with_name(f".{path.name}.scrub")
-                tmp.write_text(clean, errors="surrogateescape")
+                # a fresh name made with O_EXCL: a link planted at a fixed one would be written through
+                fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{name}.", suffix=".scrub")
+                with os.fdopen(fd, "w", errors="surrogateescape") as out:
+                    out.write(clean)
                 os.chmod(tmp, path.stat().st_mode & 0o777)  # the file keeps its mode
                 os.replace(tmp, path)
                 rewritten.append(path)

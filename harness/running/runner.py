@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import frameworks
 from harness import launchers
-from harness.base import python_envs
+from harness.base import nofollow, python_envs
 from harness.base.errors import UserError
 from harness.contract.axes import Status
 from harness.contract.events import latest_step, read_rank
@@ -189,10 +189,11 @@ def skip_reason(spec: RunSpec, max_workers: int | None = None) -> str | None:
                 f"{' '.join(missing_client)}{client.install_hint})" if missing_client else None))
 
 
-def prepare(spec: RunSpec, run_dir: Path) -> launchers.LaunchCommand:
-    """Write the run's spec file, launcher files and command record; return what would run."""
+def prepare(spec: RunSpec, run_dir: Path, within: Path | None = None) -> launchers.LaunchCommand:
+    """Write the run's spec file, launcher files and command record; return what would run. No link in
+    ``run_dir`` or in its folders below ``within`` (the results or --out folder) is written through."""
     info = frameworks.get(spec.framework)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    nofollow.make_folder(run_dir, within)
     spec_file = run_dir / "spec.json"
     write_spec_file(spec_file, spec, run_dir)
     request = LaunchRequest(spec=spec, worker_module=info.worker_module, spec_file=spec_file,
@@ -200,12 +201,12 @@ def prepare(spec: RunSpec, run_dir: Path) -> launchers.LaunchCommand:
                             worker_python=python_envs.worker_python(info.environment, ""))
     command = launchers.get(spec.launcher)(request)
     for name, text in command.files.items():
-        (run_dir / name).write_text(text)
+        nofollow.write(run_dir / name, text)
     scrub_all = lambda argvs: [[redact.scrub(a) for a in argv] for argv in argvs]  # noqa: E731
     record = {"argv": scrub_all([command.argv])[0], "env": redact.scrub_env(command.env),
               "files": sorted(command.files), "setup": scrub_all(command.setup), "also": scrub_all(command.also),
               "abort": scrub_all(command.abort)}
-    (run_dir / "command.json").write_text(json.dumps(record, indent=2))
+    nofollow.write(run_dir / "command.json", json.dumps(record, indent=2))
     return command
 
 
@@ -258,7 +259,7 @@ def dry_run(scenario: Scenario, out_dir: Path,
         run_dir = sweep_dir / f"{index:04d}"
         reason = skip_reason(spec, max_workers)
         if max_workers is None or spec.world_size <= max_workers:
-            prepare(spec, run_dir)
+            prepare(spec, run_dir, within=out_dir)
             # the same redaction as a real run's folder gets when its run ends (nothing runs here)
             redact.scrub_folder(run_dir, public=redact.public_values({**spec.dimensions(), "run_dir": str(run_dir)}))
         planned.append((spec, run_dir, reason))
