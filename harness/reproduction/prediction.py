@@ -27,11 +27,11 @@ from harness.scaling.model import GRADIENT_BYTES_PER_PARAMETER, Network, predict
 PREDICTED = "predicted"  # the comparison table's source for the model's rows
 
 
-def network_for(ref: Reference, inter_link: str = "") -> Network:
-    """The reference's network: its in-node link, and between nodes its (or a series') inter link."""
+def network_for(ref: Reference, inter_link: str = "", intra_link: str = "") -> Network:
+    """The reference's network: its (or a series') in-node link, and between nodes its (or a series') inter link."""
     pub = ref.published
     links = projection.load_presets().links
-    intra = projection.model_link(projection.pick(links, pub.intra_link, "link"))
+    intra = projection.model_link(projection.pick(links, intra_link or pub.intra_link, "link"))
     inter_name = inter_link or pub.inter_link
     inter = projection.model_link(projection.pick(links, inter_name, "link")) if inter_name else intra
     return Network(intra, inter, pub.gpus_per_node)
@@ -60,7 +60,7 @@ def predicted_rows(ref: Reference) -> pd.DataFrame:
         n0 = s.gpus[0]
         # s per step on one GPU at the first point's rate (a batch's samples: its tokens where the unit is tokens)
         step_1 = run.batch_per_worker * samples_per_item(ref) / (s.throughput[0] / n0)
-        net = network_for(ref, run.inter_link)
+        net = network_for(ref, run.inter_link, run.intra_link)
         base = predict(step_1, run.batch_per_worker, grad, n0, algorithm, net)
         for n, published in zip(s.gpus, s.efficiencies()):
             p = predict(step_1, run.batch_per_worker, grad, n, algorithm, net)

@@ -106,6 +106,7 @@ class PublishedRun:
     batch_per_worker: int = field(metadata={"min": 1})
     precision: str = "fp32"
     inter_link: str = ""  # overrides the configuration's (a series over another network)
+    intra_link: str = ""  # overrides the configuration's (a series whose stack moved the bytes within a node otherwise)
     strategy: str = "allreduce"  # how the series distributed training (fsdp: sharded data parallelism)
 
 

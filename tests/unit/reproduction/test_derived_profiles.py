@@ -1,5 +1,6 @@
 """An accelerator profile derived from a reference (its source says so) is that reference's own smallest
-published point: batch / compute_s is the series' first throughput, and the reference names the profile."""
+published point: batch / compute_s is the series' first throughput a GPU (in samples: a decoder's sequences are
+its tokens), and the reference names the profile."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from harness.machines import accelerators
 from harness.reproduction import reference
+from harness.reproduction.prediction import samples_per_item
 
 DERIVED = re.compile(r"^derived from the reference: results/reference/([\w.-]+)\.toml")
 
@@ -19,7 +21,8 @@ def derived_profiles():
 
 def test_the_references_without_a_measured_profile_have_derived_ones():
     covered = {DERIVED.match(p.source).group(1) for p in derived_profiles()}
-    assert {"batchai-tf-v100", "tf-docs-k80-distributed", "dle-bert-large-a100"} <= covered
+    assert {"batchai-tf-v100", "tf-docs-k80-distributed", "dle-bert-large-a100",
+            "torchtitan-llama31-8b-h100"} <= covered
 
 
 @pytest.mark.parametrize("profile", derived_profiles(), ids=lambda p: f"{p.accelerator}-{p.workload.value}-{p.batch}")
@@ -28,6 +31,6 @@ def test_a_derived_profile_is_its_references_smallest_point(profile):
     assert ref.published is not None and ref.published.accelerator == profile.accelerator
     labels = {run.series for run in ref.published.runs
               if run.batch_per_worker == profile.batch and run.precision == profile.precision.value}
-    firsts = [s.throughput[0] for s in ref.series if s.label in labels and s.gpus[0] == 1]
-    assert firsts, f"{ref.id}: no 1-GPU point at batch {profile.batch}, {profile.precision.value}"
-    assert profile.batch / profile.compute_s == pytest.approx(firsts[0], rel=1e-3)
+    firsts = [s.throughput[0] / s.gpus[0] for s in ref.series if s.label in labels and s.gpus[0] == min(s.gpus)]
+    assert firsts, f"{ref.id}: no published point at batch {profile.batch}, {profile.precision.value}"
+    assert profile.batch * samples_per_item(ref) / profile.compute_s == pytest.approx(firsts[0], rel=1e-3)
