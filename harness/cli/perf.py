@@ -1,5 +1,6 @@
-"""Verbs about the measurement itself: ``rosetta comm`` (collective benchmark) and ``rosetta project``
-(the scaling model, its projection and its check against this machine's runs)."""
+"""Verbs about the measurement itself: ``rosetta comm`` (collective benchmark), ``rosetta doctor`` (the
+cluster check) and ``rosetta project`` (the scaling model, its projection and its check against this
+machine's runs)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,57 @@ def add_parsers(sub) -> None:
     p.add_argument("--chart", type=Path, help="chart PNG (default: RESULTS/comm-<sweep>.png)")
     p.add_argument("--report", action="store_true", help="only report the latest comm sweep, measure nothing")
     p.set_defaults(handler=cmd_comm, runs_sweep=True)  # Ctrl-C records the current launch
+    add_doctor_parser(sub)
     add_project_parser(sub)
+
+
+def add_doctor_parser(sub) -> None:
+    p = sub.add_parser("doctor", help="cluster check: each host's GPUs and network card, pairs, a ring and a "
+                                      "bisection; names the slow host, link or GPU; exit 1 when it finds one")
+    p.add_argument("hosts", nargs="*", help="hosts to check (ssh names, or network namespaces with --remote netns)")
+    p.add_argument("--scenario", type=Path, help="take the hosts (and the workload, emulation and [faults]) from "
+                                                 "this scenario's largest run")
+    p.add_argument("--remote", choices=["ssh", "netns"], default="ssh", help="how to reach HOSTS (default ssh)")
+    p.add_argument("--addresses", type=_csv(str), help="comma-separated rendezvous address of each of HOSTS")
+    p.add_argument("--interface", default="eth0", help="the hosts' network interface (default eth0)")
+    p.add_argument("--machine-type", help="the baseline's key in the store (default: derived from the hosts)")
+    p.add_argument("--no-compute", action="store_true", help="the links only (no 1-rank step on each GPU)")
+    p.add_argument("--bytes", type=_bytes, default=4 << 20, help="message of the bandwidth probes (default 4M)")
+    p.add_argument("--iters", type=int, default=3, help="timed iterations per probe (default 3)")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder: the store (default: results)")
+    p.add_argument("--json", type=Path, help="also write the check as JSON here")
+    p.add_argument("--junit", type=Path, help="also write JUnit XML here (a bad figure or failed probe a failure)")
+    p.add_argument("--markdown", type=Path, help="also write a Markdown summary here")
+    p.set_defaults(handler=cmd_doctor, gives_verdict=True)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from harness.base.errors import UserError
+    from harness.doctor import check, probes, report
+    from harness.launchers.hosts import RemoteShell
+    from harness.results import integrity
+
+    for flag in ("junit", "markdown", "json"):  # before anything is probed: a bad path is input, not a verdict
+        if getattr(args, flag) is not None:
+            integrity.writable_file(getattr(args, flag), f"--{flag}")
+    if bool(args.scenario) == bool(args.hosts):
+        raise UserError("doctor: give HOSTS or --scenario (one of them)")
+    if args.iters < 1:
+        raise UserError(f"doctor: --iters must be >= 1, got {args.iters}")
+    if args.scenario:
+        cluster = probes.from_scenario(args.scenario)
+    else:
+        hosts = tuple(args.hosts)
+        cluster = probes.Cluster(hosts, tuple(args.addresses or hosts), RemoteShell(args.remote), args.interface)
+    done = check.run_check(cluster, args.results, compute=not args.no_compute, machine_type=args.machine_type,
+                           big_bytes=args.bytes, iters=args.iters)
+    report.print_report(done, Console())
+    for path, text in ((args.json, report.json_text), (args.junit, report.junit_xml), (args.markdown, report.markdown)):
+        if path:
+            path.write_text(text(done))
+    return done.exit_status
 
 
 def cmd_comm(args: argparse.Namespace) -> None:

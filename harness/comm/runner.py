@@ -4,6 +4,7 @@ launch each, through the same launchers as training, and turn the event records 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -104,14 +105,18 @@ def run_comm(settings: CommSettings, results_dir: Path,
     return rows
 
 
-def run_launch(spec: CommSpec, run_dir: Path, sweep_id: str) -> list[dict[str, Any]]:
-    """One launch: every collective and size of ``spec``; one row per (collective, size), or one failure row."""
+def run_launch(spec: CommSpec, run_dir: Path, sweep_id: str, keep_shaping: bool = False) -> list[dict[str, Any]]:
+    """One launch: every collective and size of ``spec``; one row per (collective, size), or one failure row.
+    ``keep_shaping``: the hosts' links are left as they are (the launcher's set-up would lift their caps: the
+    doctor shapes them as a scenario's faults do, harness/doctor/probes.py)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = run_dir / "spec.json"
     write_comm_spec_file(spec_file, spec, run_dir)
     request = LaunchRequest(spec=spec, worker_module=WORKER_MODULE, spec_file=spec_file,  # type: ignore[arg-type]
                             python=sys.executable, cpu_count=os.cpu_count() or 1, repo_root=provenance.REPO_ROOT)
     command = launchers.get(spec.launcher)(request)
+    if keep_shaping:
+        command = dataclasses.replace(command, setup=())
     for name, text in command.files.items():
         (run_dir / name).write_text(text)
     (run_dir / "command.json").write_text(json.dumps({"argv": [redact.scrub(a) for a in command.argv],

@@ -139,6 +139,7 @@ class CommSpec:
     launcher: str = "torchrun"
     launcher_options: Mapping[str, Any] = field(default_factory=dict)  # the launcher's Options, as data
     network: str = "unlimited"  # no cap (harness.base.network); the launchers read it
+    root: int = 0  # the broadcast's source rank (the doctor sends from each host in turn)
 
     def config_id(self) -> str:
         """A stable short id of the launch (multi-node launchers use it as a rendezvous id)."""
@@ -163,7 +164,7 @@ class CommSpec:
                    collectives=tuple(Collective(c) for c in doc["collectives"]), sizes=tuple(doc["sizes"]),
                    iters=tuple(doc["iters"]), warmup_iters=doc["warmup_iters"], timeout_s=doc["timeout_s"],
                    launcher=doc.get("launcher", "torchrun"), launcher_options=doc.get("launcher_options", {}),
-                   network=doc.get("network", "unlimited"))
+                   network=doc.get("network", "unlimited"), root=doc.get("root", 0))
 
 
 def write_spec_file(path: Path, spec: RunSpec, out_dir: Path) -> None:

@@ -21,8 +21,9 @@ from harness.contract.events import EventWriter
 from harness.contract.spec import ELEMENT_BYTES, CommSpec
 
 
-def _collective(kind: Collective, size_bytes: int, world: int, device: torch.device):
-    """A zero-argument function running one ``kind`` of ``size_bytes`` (nccl-tests' size convention)."""
+def _collective(kind: Collective, size_bytes: int, world: int, device: torch.device, root: int = 0):
+    """A zero-argument function running one ``kind`` of ``size_bytes`` (nccl-tests' size convention);
+    a broadcast is sent from rank ``root``."""
     if kind == Collective.ALLGATHER:
         per_rank = size_bytes // (ELEMENT_BYTES * world)
         send = torch.ones(per_rank, dtype=torch.float32, device=device)
@@ -30,7 +31,7 @@ def _collective(kind: Collective, size_bytes: int, world: int, device: torch.dev
         return lambda: dist.all_gather_into_tensor(recv, send)
     buf = torch.ones(size_bytes // ELEMENT_BYTES, dtype=torch.float32, device=device)
     if kind == Collective.BROADCAST:
-        return lambda: dist.broadcast(buf, src=0)
+        return lambda: dist.broadcast(buf, src=root)
     return lambda: dist.all_reduce(buf)
 
 
@@ -55,7 +56,7 @@ def main(spec: CommSpec, events: EventWriter) -> None:
         for size, iters in zip(spec.sizes, spec.iters):
             if kind == Collective.ALLGATHER and size < ELEMENT_BYTES * world:
                 continue  # each rank must contribute at least one element
-            op = _collective(kind, size, world, device)
+            op = _collective(kind, size, world, device, spec.root)
             for _ in range(spec.warmup_iters):
                 op()
             sync()

@@ -51,6 +51,8 @@ CASES = {
     "export": [(["mlflow", "--results", "{t}/empty"], 2)],
     "comm": [(["--report", "--results", "{t}/empty"], 2), (["--max-bytes", "inf"], 2)],
     "project": [([], 0), (["--tau", "0"], 2)],
+    # 0 and 1 need hosts: tests/unit/doctor/test_outputs.py (a report's status), tests/runs/test_doctor.py
+    "doctor": [([], 2), (["a", "b", "--remote", "netns", "--json", "{t}/base/results.csv/x.json"], 2)],
     "data": [(["make"], 2)],
 }
 

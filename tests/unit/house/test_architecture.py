@@ -20,7 +20,7 @@ PROJECT = ["harness", "frameworks", "testbed", "tools", "benchmarks"]
 
 # Bottom to top: a wing may import the wings before it, never one after it (harness/<wing>/__init__.py).
 WINGS = ["base", "contract", "machines", "storage", "launchers", "experiment", "results", "running", "reports",
-         "export", "comm", "scaling", "reproduction", "gate", "cli"]
+         "export", "comm", "scaling", "reproduction", "doctor", "gate", "cli"]
 FRAMEWORK_MODULES = {"torch", "tensorflow", "keras", "chainer", "chainermn", "horovod", "mpi4py", "jax", "cupy",
                      "transformers", "tf_keras"}
 WORKER_MAY_IMPORT = {"base", "contract", "machines", "storage"}

@@ -1,0 +1,158 @@
+"""The doctor's judgement, pure: each measurement against its reference (a baseline of earlier checks of
+the same machine type, else the median of this check's measurements of the same probe), and the bisection
+that halves a set of hosts until the slow pair or host is left. No process starts here.
+
+A measurement's ``slowdown`` is how many times worse than its reference it is (reference / value for a
+bandwidth, value / reference for a latency or a step time): 1 is as expected, 4 a quarter of the rate. It
+is bad beyond ``1 + tolerance``, the tolerance being the larger of the probe's floor (:data:`FLOORS`) and
+three times the baseline's own relative spread (its median absolute deviation / median), so that a store
+of noisy earlier checks asks for more before it names anything.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Iterable, Sequence
+
+
+class Probe(str, Enum):
+    """What a measurement probes; its subject is a host, a GPU (``host/gpuN``) or hosts joined by ``+``."""
+
+    EGRESS = "egress"  # a host's card sending: broadcast from it to a peer, bus bandwidth (GB/s)
+    ARRIVAL = "arrival"  # a host's card receiving: a 4-byte broadcast to it, latency (us)
+    COMPUTE = "compute"  # one GPU's step of the workload alone (s)
+    PAIR = "pair"  # 2-rank allreduce between two hosts, bus bandwidth (GB/s)
+    PAIR_LATENCY = "pair_latency"  # the same at 4 bytes, latency (us)
+    RING = "ring"  # allreduce over all hosts, bus bandwidth (GB/s); the halves are the bisection's
+
+
+HIGHER_IS_BETTER = {Probe.EGRESS, Probe.PAIR, Probe.RING}
+UNITS = {Probe.EGRESS: "GB/s", Probe.PAIR: "GB/s", Probe.RING: "GB/s", Probe.ARRIVAL: "us",
+         Probe.PAIR_LATENCY: "us", Probe.COMPUTE: "s"}
+# The least slowdown - 1 judged bad, per probe: a latency of small messages through a loaded kernel wanders
+# more than a bandwidth, a step of sleeps less than either.
+FLOORS = {Probe.EGRESS: 0.25, Probe.PAIR: 0.25, Probe.RING: 0.25, Probe.ARRIVAL: 0.5, Probe.PAIR_LATENCY: 0.5,
+          Probe.COMPUTE: 0.1}
+SPREAD_FACTOR = 3.0  # a baseline's relative MAD x this widens the floor
+MIN_BASELINE = 2  # earlier healthy figures a baseline needs; fewer: this check's median instead
+
+
+class Reference(str, Enum):
+    BASELINE = "baseline"  # earlier checks of this machine type in the store
+    MEDIAN = "median"  # this check's median of the same probe
+    NONE = "none"  # nothing to judge against (a lone measurement, no store)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    probe: Probe
+    subject: str
+    value: float  # in UNITS[probe]
+    detail: str = ""  # how it was measured (sizes, ranks), for the evidence
+
+
+@dataclass(frozen=True)
+class Verdict:
+    measurement: Measurement
+    reference: Reference
+    expected: float | None  # the reference's figure, in the measurement's unit
+    slowdown: float | None  # times worse than expected (1: as expected)
+    tolerance: float
+    bad: bool
+
+    def evidence(self) -> str:
+        m = self.measurement
+        unit = UNITS[m.probe]
+        if self.expected is None:
+            return f"{m.value:.4g} {unit}, no reference"
+        return (f"{m.value:.4g} {unit} against {self.expected:.4g} {unit} ({self.reference.value}): "
+                f"{self.slowdown:.2f}x worse, bad beyond {1 + self.tolerance:.2f}x")
+
+
+def slowdown(probe: Probe, value: float, expected: float) -> float:
+    """Times worse than ``expected`` (> 1 worse); a zero figure is infinitely worse (or better)."""
+    better, worse = (value, expected) if probe in HIGHER_IS_BETTER else (expected, value)
+    if better <= 0:
+        return float("inf")
+    return worse / better
+
+
+def baseline_figure(history: Sequence[float]) -> tuple[float, float] | None:
+    """(median, relative MAD) of a baseline's earlier healthy figures, or None with too few."""
+    if len(history) < MIN_BASELINE:
+        return None
+    centre = statistics.median(history)
+    mad = statistics.median(abs(x - centre) for x in history)
+    return centre, (mad / centre if centre > 0 else 0.0)
+
+
+def judge(measurements: Iterable[Measurement], baselines: dict[Probe, Sequence[float]] | None = None,
+          floors: dict[Probe, float] | None = None) -> list[Verdict]:
+    """Each measurement judged against its probe's baseline (earlier healthy figures of this machine type)
+    where there are :data:`MIN_BASELINE` of them, else against the median of this check's measurements of
+    the same probe; one with neither is unjudged (the ring over all hosts without a store, a lone host)."""
+    found = list(measurements)
+    baselines, floors = baselines or {}, {**FLOORS, **(floors or {})}
+    verdicts = []
+    for m in found:
+        base = baseline_figure(baselines.get(m.probe, ()))
+        peers = [x.value for x in found if x.probe == m.probe]
+        if base is not None:
+            kind, expected, tolerance = Reference.BASELINE, base[0], max(floors[m.probe], SPREAD_FACTOR * base[1])
+        elif len(peers) >= 2:
+            kind, expected, tolerance = Reference.MEDIAN, statistics.median(peers), floors[m.probe]
+        else:
+            verdicts.append(Verdict(m, Reference.NONE, None, None, floors[m.probe], False))
+            continue
+        worse = slowdown(m.probe, m.value, expected)
+        verdicts.append(Verdict(m, kind, expected, worse, tolerance, worse > 1 + tolerance))
+    return verdicts
+
+
+def findings(verdicts: Iterable[Verdict]) -> list[Verdict]:
+    """The bad verdicts, worst first; a host's own probe before a pair or ring it is part of at equal
+    slowdown (it says more)."""
+    own = {Probe.EGRESS: 0, Probe.ARRIVAL: 0, Probe.COMPUTE: 0}
+    return sorted((v for v in verdicts if v.bad), key=lambda v: (-(v.slowdown or 0.0), own.get(v.measurement.probe, 1)))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One level of the bisection: the two halves' ring figures (GB/s) and the half kept (None: neither)."""
+
+    halves: tuple[tuple[str, ...], tuple[str, ...]]
+    figures: tuple[float, float]
+    slower: int | None
+
+
+@dataclass(frozen=True)
+class Bisection:
+    steps: tuple[Step, ...]
+    suspects: tuple[str, ...]  # the hosts left: the slow pair (or three), or the whole where no half is slower
+    between_halves: bool = False  # the halves pass alone: what is slow lies between them
+
+
+def halves(hosts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    mid = len(hosts) // 2
+    return tuple(hosts[:mid]), tuple(hosts[mid:])
+
+
+def bisect(hosts: Sequence[str], ring_busbw: Callable[[tuple[str, ...]], float], tolerance: float = FLOORS[Probe.RING]
+           ) -> Bisection:
+    """Halve ``hosts`` while both halves have 2 hosts or more: measure each half's ring (``ring_busbw``, GB/s),
+    keep the half slower than the other by more than ``tolerance``, stop where neither is (the halves pass
+    alone: the fault lies between them) or where a half of 2 or 3 hosts is left."""
+    group, steps = tuple(hosts), []
+    while len(group) >= 4:
+        pair = halves(group)
+        figures = (ring_busbw(pair[0]), ring_busbw(pair[1]))
+        worse = slowdown(Probe.RING, min(figures), max(figures))
+        slower = figures.index(min(figures)) if worse > 1 + tolerance else None
+        steps.append(Step(pair, figures, slower))
+        if slower is None:
+            return Bisection(tuple(steps), group, between_halves=True)
+        group = pair[slower]
+    return Bisection(tuple(steps), group)
+
