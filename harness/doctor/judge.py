@@ -1,8 +1,9 @@
 """The doctor's judgement, pure: each measurement against its reference (a baseline of earlier checks of
-the same machine type, else the median of this check's measurements of the same probe), and the bisection
+the same machine type, else the median of this check's other measurements of the same probe), and the bisection
 that halves a set of hosts until the slow pair or host is left. No process starts here.
 
-A measurement's ``slowdown`` is how many times worse than its reference it is (reference / value for a
+The median is of the other measurements of the same probe in this check. A measurement's ``slowdown`` is
+how many times worse than its reference it is (reference / value for a
 bandwidth, value / reference for a latency or a step time): 1 is as expected, 4 a quarter of the rate. It
 is bad beyond ``1 + tolerance``, the tolerance being the larger of the probe's floor (:data:`FLOORS`) and
 three times the baseline's own relative spread (its median absolute deviation / median), so that a store
@@ -32,8 +33,9 @@ HIGHER_IS_BETTER = {Probe.EGRESS, Probe.PAIR, Probe.RING}
 UNITS = {Probe.EGRESS: "GB/s", Probe.PAIR: "GB/s", Probe.RING: "GB/s", Probe.ARRIVAL: "us",
          Probe.PAIR_LATENCY: "us", Probe.COMPUTE: "s"}
 # The least slowdown - 1 judged bad, per probe: a latency of small messages through a loaded kernel wanders
-# more than a bandwidth, a step of sleeps less than either.
-FLOORS = {Probe.EGRESS: 0.25, Probe.PAIR: 0.25, Probe.RING: 0.25, Probe.ARRIVAL: 0.5, Probe.PAIR_LATENCY: 0.5,
+# more than a bandwidth (12 against 18 us between 2 healthy namespace hosts at load 8; a long link adds
+# milliseconds), a step of sleeps less than either.
+FLOORS = {Probe.EGRESS: 0.25, Probe.PAIR: 0.25, Probe.RING: 0.25, Probe.ARRIVAL: 1.0, Probe.PAIR_LATENCY: 1.0,
           Probe.COMPUTE: 0.1}
 SPREAD_FACTOR = 3.0  # a baseline's relative MAD x this widens the floor
 MIN_BASELINE = 2  # earlier healthy figures a baseline needs; fewer: this check's median instead
@@ -41,7 +43,7 @@ MIN_BASELINE = 2  # earlier healthy figures a baseline needs; fewer: this check'
 
 class Reference(str, Enum):
     BASELINE = "baseline"  # earlier checks of this machine type in the store
-    MEDIAN = "median"  # this check's median of the same probe
+    MEDIAN = "median"  # the median of this check's other measurements of the same probe
     NONE = "none"  # nothing to judge against (a lone measurement, no store)
 
 
@@ -91,17 +93,18 @@ def baseline_figure(history: Sequence[float]) -> tuple[float, float] | None:
 def judge(measurements: Iterable[Measurement], baselines: dict[Probe, Sequence[float]] | None = None,
           floors: dict[Probe, float] | None = None) -> list[Verdict]:
     """Each measurement judged against its probe's baseline (earlier healthy figures of this machine type)
-    where there are :data:`MIN_BASELINE` of them, else against the median of this check's measurements of
-    the same probe; one with neither is unjudged (the ring over all hosts without a store, a lone host)."""
+    where there are :data:`MIN_BASELINE` of them, else against the median of this check's other measurements
+    of the same probe (the others: of 2 hosts, a slow one is judged against the healthy one, not against their
+    mean, which would halve its slowdown); one with neither is unjudged (the ring over all hosts without a store, a lone host)."""
     found = list(measurements)
     baselines, floors = baselines or {}, {**FLOORS, **(floors or {})}
     verdicts = []
-    for m in found:
+    for i, m in enumerate(found):
         base = baseline_figure(baselines.get(m.probe, ()))
-        peers = [x.value for x in found if x.probe == m.probe]
+        peers = [x.value for j, x in enumerate(found) if x.probe == m.probe and j != i]
         if base is not None:
             kind, expected, tolerance = Reference.BASELINE, base[0], max(floors[m.probe], SPREAD_FACTOR * base[1])
-        elif len(peers) >= 2:
+        elif peers:
             kind, expected, tolerance = Reference.MEDIAN, statistics.median(peers), floors[m.probe]
         else:
             verdicts.append(Verdict(m, Reference.NONE, None, None, floors[m.probe], False))

@@ -14,13 +14,19 @@ def test_a_quarter_rate_card_is_named_against_the_median_of_this_check():
     verdicts = judge.judge(egress(1.0, 1.02, 0.25, 0.98))
     [worst] = judge.findings(verdicts)
     assert (worst.measurement.subject, worst.reference) == ("c", Reference.MEDIAN)
-    assert worst.slowdown == pytest.approx(0.99 / 0.25)
-    assert "0.25 GB/s against 0.99 GB/s (median): 3.96x worse" in worst.evidence()
+    assert worst.slowdown == pytest.approx(1.0 / 0.25)  # the others' median
+    assert "0.25 GB/s against 1 GB/s (median): 4.00x worse" in worst.evidence()
 
 
-def test_two_hosts_the_slow_one_is_named_and_the_fast_one_not():
-    bad = [v.measurement.subject for v in judge.judge(egress(1.0, 0.25)) if v.bad]
-    assert bad == ["b"]
+def test_two_hosts_the_slow_one_is_named_against_the_other_and_the_fast_one_not():
+    verdicts = judge.judge(egress(1.0, 0.25))
+    assert [(v.measurement.subject, v.slowdown) for v in verdicts if v.bad] == [("b", 4.0)]
+
+
+def test_of_two_gpus_one_20_percent_slow_is_named():
+    """Against the two's mean it would be 1.09x, under compute's floor: the other one is the reference."""
+    found = [Measurement(Probe.COMPUTE, g, s) for g, s in (("h0/gpu0", 0.100), ("h1/gpu0", 0.120))]
+    assert [v.measurement.subject for v in judge.findings(judge.judge(found))] == ["h1/gpu0"]
 
 
 def test_a_latency_is_worse_when_it_is_larger():

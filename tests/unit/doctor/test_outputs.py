@@ -33,7 +33,7 @@ def test_earlier_healthy_checks_of_the_same_machine_type_are_the_baseline(tmp_pa
 def test_a_bad_card_exits_1_and_every_output_names_it():
     found = done(verdicts(1.0, 0.25))
     assert found.exit_status == check.FOUND
-    assert report.headline(found).startswith("host h1's network card (sending) is slow: 0.25 GB/s against 0.625")
+    assert report.headline(found).startswith("host h1's network card (sending) is slow: 0.25 GB/s against 1 GB/s")
     doc = json.loads(report.json_text(found))
     assert (doc["format"], doc["findings"][0]["subject"], doc["exit_status"]) == (report.REPORT_FORMAT, "h1", 1)
     suite = ET.fromstring(report.junit_xml(found))
