@@ -103,7 +103,9 @@ class RunSpec:
         if self.storage_options:  # only when set, so the ids of synthetic-data runs stay as they were
             key["storage_options"] = dict(self.storage_options)
         if self.emulation:
-            key["emulation"] = dict(self.emulation)
+            # a planted fault is the cluster's state, not the experiment's: a run with one is the same
+            # configuration as without (compare names it as provenance, where.py where it struck)
+            key["emulation"] = {k: v for k, v in self.emulation.items() if k != "fault"}
         if self.rules != Rules.ROSETTA:  # only when set, so the ids of earlier runs stay as they were
             key["rules"] = self.rules.value
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]

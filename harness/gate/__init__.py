@@ -6,7 +6,7 @@ outliers, trends, power) over ``sequential`` (the gate's pass, each sweep judged
 ``harness.results.launches``; ``record``, what it writes down), ``marks`` (accepted baselines), ``canary``
 (a planted step the gate must see), ``history_chart``, ``dashboard`` (the static site; ``dashboard_pages``,
 ``dashboard_svg``, ``dashboard_assets``), ``verdict_table`` (compare's and history's terminal tables) and
-``ci_reports`` (JUnit XML, Markdown, JSON).
+``ci_reports`` (JUnit XML, Markdown, JSON), ``where`` (the straggler and phase a comparison moved, from per-rank rows).
 
 Imports ``harness.base``, ``contract``, ``results`` and ``reports`` (the charts' common parts).
 """

@@ -32,7 +32,7 @@ def describe(cell: Cell) -> str:
     return (f"{cell.verdict}: {cell.change:+.1%} {cell.unit}/s ({cell.baseline_rate:.1f} -> {cell.current_rate:.1f}; "
             f"95% CI {cell.ci_low:+.1%} .. {cell.ci_high:+.1%}; noise ±{cell.threshold:.1%}; "
             f"p {cell.p_value:.2g}; repeats {cell.baseline_repeats}/{cell.current_repeats})"
-            + (f"; {cell.note}" if cell.note else ""))
+            + (f"; {cell.note}" if cell.note else "") + (f"; where: {cell.where}" if cell.where else ""))
 
 
 def verdicts(cells: Sequence[Cell], title: str) -> dict[str, Any]:
@@ -86,6 +86,9 @@ def markdown(cells: Sequence[Cell], title: str) -> str:
     provenance = [f"- {markdown_cell(c.label)}: {markdown_cell(p)}" for c in cells for p in c.provenance]
     if provenance:
         lines += ["", "Provenance differs:", ""] + provenance
+    where = [f"- {markdown_cell(c.label)}: {markdown_cell(c.where)}" for c in cells if c.where]
+    if where:
+        lines += ["", "Where it moved (per-rank data):", ""] + where
     return "\n".join(lines) + "\n"
 
 
@@ -145,7 +148,7 @@ def history_junit(all_series: Sequence, title: str) -> str:
         case = ET.SubElement(suite, "testcase", classname=xml_text("rosetta." + ".".join(s.label.split()[:2])),
                              name=xml_text(f"{s.label} on {s.machine}"))
         steps = "".join(f"\nstep {st.direction} {st.change:+.1%} at {st.sweep_id} ({st.verdict})"
-                        + "".join(f"; {p}" for p in st.provenance) for st in s.steps)
+                        + "".join(f"; {p}" for p in st.causes) for st in s.steps)
         text = xml_text(describe_series(s) + steps)
         if s.verdict.fails:
             ET.SubElement(case, "failure", message=xml_text(describe_series(s)), type="regression").text = text
@@ -175,9 +178,9 @@ def history_markdown(all_series: Sequence, title: str) -> str:
                 f"{-s.mde:+.1%}" if not math.isnan(s.mde) else "-"]
         lines.append("| " + " | ".join(cols) + " |")
     causes = [f"- {markdown_cell(f'{s.label} on {s.machine}, {st.sweep_id}')}: {markdown_cell(p)}"
-              for s in all_series for st in s.steps for p in st.provenance]
+              for s in all_series for st in s.steps for p in st.causes]
     if causes:
-        lines += ["", "Provenance changed at a step:", ""] + causes
+        lines += ["", "Provenance changed at a step, and where it moved:", ""] + causes
     return "\n".join(lines) + "\n"
 
 

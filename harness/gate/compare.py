@@ -51,11 +51,13 @@ from harness.base.errors import UserError
 from harness.contract.axes import Status
 from harness.results import table as results
 from harness.results.metrics import bootstrap_ci, mann_whitney_p, nested_t, welch_p  # noqa: F401 - compare's API too
+from harness.gate.where import where_moved
 
 # Facts that must match for a comparison to mean "same machine, same software".
 HARDWARE_FIELDS = ("cpu_model", "cpu_cores", "gpu_model", "gpu_count", "gpu_driver")
 SOFTWARE_FIELDS = ("framework_version", "versions", "harness_version", "harness_commit")
-PROVENANCE_FIELDS = HARDWARE_FIELDS + SOFTWARE_FIELDS
+FAULT_FIELDS = ("fault_kind", "fault_host", "fault_rank", "fault_severity")  # an emulated cluster's planted fault
+PROVENANCE_FIELDS = HARDWARE_FIELDS + SOFTWARE_FIELDS + FAULT_FIELDS
 
 ALPHA = 0.01  # significance level of the U test
 FLOOR = 0.03  # the smallest threshold, as a fraction of throughput (2-4% launch-to-launch here)
@@ -111,6 +113,7 @@ class Cell:
     provenance: tuple[str, ...] = field(default_factory=tuple)  # "field: baseline -> current"
     note: str = ""
     alpha: float = ALPHA  # the significance level the verdict was judged at
+    where: str = ""  # the straggler and the phase that moved, from per-rank data (harness.gate.where)
 
 
 def fastest(steps: Sequence[Sequence[float]], statistic: Callable = statistics.median) -> float:
@@ -379,8 +382,9 @@ def _cell(b: pd.DataFrame, c: pd.DataFrame, batch: int, common: dict, alpha: flo
         stats["verdict"] = INCONCLUSIVE
     notes += _left_out(br, "baseline") + _left_out(cr, "current")
     location = (lambda side: side.window_location()) if by_window else (lambda side: side.location())
+    moved = where_moved(b, c)
     return Cell(baseline_rate=batch / location(bs), current_rate=batch / location(cs),
-                note="; ".join(notes), **{**counts, "baseline_repeats": bs.repeats, "current_repeats": cs.repeats},
+                note="; ".join(notes), where=moved.text() if moved else "", **{**counts, "baseline_repeats": bs.repeats, "current_repeats": cs.repeats},
                 **stats, **common)
 
 

@@ -105,7 +105,7 @@ def _steps_table(s) -> str:
         f'<tr class="step"><td>{escape(st.sweep_id)}</td><td>{escape(st.timestamp)}</td>'
         f'<td class="{"regression" if st.direction == "down" else "improvement"}">{escape(st.direction)}</td>'
         f'<td class="num">{st.change:+.1%}</td><td class="num">{st.before:.4g} &rarr; {st.after:.4g}</td>'
-        f'<td class="num">{st.p_value:.2g}</td><td>{escape(st.verdict)}</td><td>{_provenance(st.provenance)}</td></tr>'
+        f'<td class="num">{st.p_value:.2g}</td><td>{escape(st.verdict)}</td><td>{_provenance(st.causes)}</td></tr>'
         for st in s.steps)
     head = "".join(f"<th>{escape(h)}</th>" for h in ("first sweep", "time", "direction", "change", f"{s.unit}/s",
                                              "p", "verdict", "what changed (provenance)"))
@@ -172,7 +172,7 @@ def regressions(listed: Sequence, title: str, current: Callable, past: Callable,
     older = [(e, st) for e in listed for st in past(e.series)]
     past_rows = "".join(
         f'<tr data-series{_attributes(e)} class="past"><td>{_link(e)}</td><td>{escape(e.series.machine)}</td>'
-        f'<td>{escape(st.sweep_id)}</td><td class="num">{st.change:+.1%}</td><td>{_provenance(st.provenance)}</td></tr>'
+        f'<td>{escape(st.sweep_id)}</td><td class="num">{st.change:+.1%}</td><td>{_provenance(st.causes)}</td></tr>'
         for e, st in older)
     past_head = "".join(f"<th>{escape(h)}</th>" for h in ("configuration", "machine", "step at sweep", "change",
                                                   "what changed"))
@@ -193,5 +193,5 @@ def _regression_rows(listed: Sequence, current: Callable, css: str) -> str:
         rows.append(f'<tr data-series{_attributes(e)} class="{css}"><td>{_link(e)}</td><td>{escape(s.machine)}</td>'
                     f'<td>{escape(s.verdict.sweep_id)}</td><td>{_verdict(s)}</td>'
                     f'<td class="num">{s.verdict.p_value:.2g}</td><td>{escape(s.verdict.note)}</td>'
-                    f'<td>{_provenance(step.provenance if step else ())}</td></tr>')
+                    f'<td>{_provenance(step.causes if step else ())}</td></tr>')
     return "".join(rows)

@@ -32,7 +32,7 @@ import pandas as pd
 
 from harness.base.errors import UserError
 from harness.contract.axes import Status
-from harness.gate import canary as canaries, changepoints as cp, compare, marks as store_marks
+from harness.gate import canary as canaries, changepoints as cp, compare, marks as store_marks, where
 from harness.results import table as results
 
 MACHINE_FIELDS = ("host", "cpu_model", "cpu_cores", "gpu_model", "gpu_count")  # series never mix across these
@@ -74,6 +74,12 @@ class Step:
     decided: str = ""  # the sweep whose run confirmed or accepted it (failed CI, for a step down)
     drift: str = ""  # the first sweep of the drift this step continues ("": a change of its own)
     note: str = ""  # an acceptance's reason
+    where: str = ""  # the straggler and the phase that moved from the sweep before (harness.gate.where)
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        """What changed at the step (provenance), then where it moved (per-rank data): what the sinks show."""
+        return self.provenance + ((f"where: {self.where}",) if self.where else ())
 
 
 @dataclass(frozen=True)
@@ -175,7 +181,8 @@ def series(table: pd.DataFrame, *, config_id: str | None = None, host: str | Non
     """Every series in the table (configuration x machine), its last ``last`` sweeps analysed; ``marks``:
     the stores' marks (accepted sweeps); ``canary``: also plant the canary in each."""
     table = select(table, config_id, host)
-    wanted = [c for c in table.columns if c in NEEDED or c in MACHINE_FIELDS or c in compare.PROVENANCE_FIELDS]
+    wanted = [c for c in table.columns
+              if c in NEEDED or c in MACHINE_FIELDS or c in compare.PROVENANCE_FIELDS or c in where.COLUMNS]
     groups: dict[tuple[str, str], dict[str, list[dict]]] = {}
     for row in table[wanted].to_dict("records"):  # plain records: pandas per sweep costs 20x the analysis
         key = (str(row["config_id"]), machine_of(row))
@@ -213,9 +220,9 @@ def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int
         throughput_median=_median([r["throughput"] for r in by_sweep[sid] if r["status"] == Status.OK.value]),
         label=labels[i], provenance=provenance[i], slowed=analysis.slowed[i] if analysis.slowed else 0.0,
     ) for i, sid in enumerate(ids))
-    steps = [_step(c, ids, stamps, provenance) for c in analysis.changes]
+    steps = [_step(c, ids, stamps, provenance, by_sweep) for c in analysis.changes]
     if analysis.newest:
-        steps.append(_step(analysis.newest, ids, stamps, provenance))
+        steps.append(_step(analysis.newest, ids, stamps, provenance, by_sweep))
     found = canaries.run(launches, judged, accepted, settings.alpha, settings.floor, analysis.mde) if canary else None
     return Series(
         config_id=str(first["config_id"]), machine=machine_of(first), label=compare.label_of(first),
@@ -245,9 +252,12 @@ def _launch_rates(rows: list[dict], batch: float) -> tuple[list[float], str]:
     return rates, "" if rates else "not judged: no finite, positive step time in its launches"
 
 
-def _step(change: cp.Change, ids: list[str], stamps: dict[str, str], provenance) -> Step:
+def _step(change: cp.Change, ids: list[str], stamps: dict[str, str], provenance, by_sweep) -> Step:
     sid = ids[change.index]
+    moved = where.where_moved(pd.DataFrame(by_sweep[ids[change.index - 1]]), pd.DataFrame(by_sweep[sid])) \
+        if change.index > 0 else None
     return Step(sweep_id=sid, timestamp=stamps[sid], direction=change.direction, change=change.change,
+                where=moved.text() if moved else "",
                 before=change.before, after=change.after, p_value=change.p_value, verdict=change.verdict,
                 provenance=provenance[change.index], decided=ids[change.decided] if change.decided >= 0 else "",
                 drift=ids[change.drift] if change.drift is not None else "", note=change.note)

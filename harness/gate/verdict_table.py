@@ -64,6 +64,8 @@ def print_comparison(cells: Sequence[Cell], console=None, title: str = "") -> No
         for line in c.provenance:
             console.print(f"[yellow]provenance differs[/yellow] for {escape(c.label)}: {escape(line)}",
                           highlight=False)
+        if c.where:
+            console.print(f"[cyan]where[/cyan] {escape(c.label)}: {escape(c.where)}", highlight=False)
 
 
 DETAILED = 3  # with more series than this, only the ones with something to show get their sweep-by-sweep table
@@ -104,7 +106,7 @@ def _print_sweeps(s, console) -> None:
         table.add_row(p.timestamp.replace("+00:00", ""), escape(p.sweep_id), str(p.repeats),
                       f"{p.rate:.1f}" if judged else "-", f"{p.fitted:.1f}" if judged else "-",
                       f"{p.rate / p.fitted - 1:+.1%}" if judged and p.fitted else "-", mark,
-                      escape("; ".join(p.provenance)))
+                      escape("; ".join(step.causes if step else p.provenance)))
     console.print(table)
     for lv in s.trends:
         console.print(f"trend {lv.slope:+.2%} per sweep from {escape(lv.first)} to {escape(lv.last)} "

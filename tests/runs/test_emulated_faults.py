@@ -27,11 +27,11 @@ SIZES = {"slow_gpu": {"factor": 1.5, "rank": 1}, "intermittent": {"factor": 2.0,
          "slow_nic": {"rate_fraction": 0.25, "host": 1}, "long_link": {"latency_s": 2e-3, "host": 0}}
 
 
-def _text(two_hosts, kind: str) -> str:
+def _text(two_hosts, kind: str | None) -> str:
     """2 hosts x 1 emulated GPU (ResNet-50 tiny's real gradients, 0.05 s of compute, exact steps), 4 measured
-    steps, the fault of ``kind`` at its place in SIZES."""
+    steps, the fault of ``kind`` at its place in SIZES (none for None)."""
     text = scenario_text(nodes=2, procs=1, size="tiny", emulation=EMULATION, names=list(two_hosts),
-                         addresses=list(two_hosts.values()), faults={"kind": kind, **SIZES[kind]})
+                         addresses=list(two_hosts.values()), faults=kind and {"kind": kind, **SIZES[kind]})
     return text.replace("measured_steps = 2", "measured_steps = 4")
 
 
@@ -72,3 +72,20 @@ def test_a_long_link_holds_its_hosts_arriving_packets_longer(two_hosts, write_sc
     held = float(lines[0].split("eth0:")[1].split()[0])
     assert held == pytest.approx((emulated_cluster.link("10GbE").latency_s + 2e-3) * K), lines  # dilated by k
     assert "eth0:" not in lines[1]  # the other's 10GbE latency x k, under the delay line's least (1 ms): none
+
+
+def test_compare_of_a_store_before_and_after_one_host_was_slowed_names_that_host(two_hosts, write_scenario,
+                                                                                  tmp_path, capsys):
+    """The user's question after an upgrade: the same configuration run on a healthy cluster and on one whose
+    second host's GPU is 1.5x slow; compare's verdict says where (the host, its rank, compute) and the fault
+    as a provenance difference."""
+    from harness.cli import main as cli
+
+    [before] = run_sweep(scenario.load(write_scenario(_text(two_hosts, None))), tmp_path / "before")
+    [after] = run_sweep(scenario.load(write_scenario(_text(two_hosts, "slow_gpu"))), tmp_path / "after")
+    assert before["status"] == after["status"] == "ok" and before["config_id"] == after["config_id"]
+    cli.main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--json", str(tmp_path / "v.json")])
+    out = capsys.readouterr().out
+    slowed = list(two_hosts)[1]
+    assert f"slowest: host {slowed} rank 1" in out and "its compute grew most" in out, out
+    assert "fault_kind: - -> slow_gpu" in out and f"fault_host: - -> {slowed}" in out
