@@ -6,6 +6,7 @@ the host's shaping, which a run's launcher applies before its ranks start: those
 the hosts and the card's rate and delay line read back (a run of them would slow every rank of a ring alike,
 which the attribution does not claim to tell; benchmarks/attribution.py measures it)."""
 
+import json
 import subprocess
 import sys
 
@@ -85,7 +86,8 @@ def test_compare_of_a_store_before_and_after_one_host_was_slowed_names_that_host
     [after] = run_sweep(scenario.load(write_scenario(_text(two_hosts, "slow_gpu"))), tmp_path / "after")
     assert before["status"] == after["status"] == "ok" and before["config_id"] == after["config_id"]
     cli.main(["compare", str(tmp_path / "before"), str(tmp_path / "after"), "--json", str(tmp_path / "v.json")])
-    out = capsys.readouterr().out
+    [cell] = json.loads((tmp_path / "v.json").read_text())["configurations"]
     slowed = list(two_hosts)[1]
-    assert f"slowest: host {slowed} rank 1" in out and "its compute grew most" in out, out
-    assert "fault_kind: - -> slow_gpu" in out and f"fault_host: - -> {slowed}" in out
+    assert cell["where"].startswith(f"slowest: host {slowed} rank 1") and "its compute grew most" in cell["where"]
+    assert "fault_kind: - -> slow_gpu" in cell["provenance"] and f"fault_host: - -> {slowed}" in cell["provenance"]
+    assert f"host {slowed} rank 1" in capsys.readouterr().out
