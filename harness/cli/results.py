@@ -104,7 +104,8 @@ def _add_reproduce(sub) -> None:
     p.add_argument("name", nargs="?", help="reference id (see --list)")
     p.add_argument("--list", action="store_true", help="list the references in results/reference/")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default: results)")
-    p.add_argument("--sweep", help="use this earlier sweep instead of running (re-plot)")
+    p.add_argument("--sweep", help="use this earlier sweep instead of running (re-plot); several joined by commas "
+                                     "(--at emulated runs a sweep per set of series with their own links)")
     p.add_argument("--size", help="workload size to run (default: the reference's)")
     p.add_argument("--repeats", type=int, help="repeats per configuration (default: the reference's)")
     p.add_argument("--measured-steps", type=int, help="measured steps per run (default: the reference's)")
@@ -292,7 +293,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         rows = _run_emulated(ref, args)
         if rows is None:  # --dry-run
             return 0
-        sweep = rows[0]["sweep_id"]
+        sweep = ",".join(dict.fromkeys(row["sweep_id"] for row in rows))  # a sweep per set of series
     elif args.at == "published":
         scenario, max_workers = _published_scenario(ref, args)
         if args.dry_run:
@@ -331,20 +332,23 @@ def _run_emulated(ref, args: argparse.Namespace) -> list[dict] | None:
     ready = prerequisites.check(ref)  # before the first point, not at the point that needs what is missing
     reachable = args.gpus or emulated.max_ranks(ref)
     if args.dry_run and not ready.ok:  # the plan over the hosts it would make, and what this machine lacks
-        scenario = emulated.emulated_scenario(ref, hosts.planned_hosts(emulated.hosts_needed(ref)), settings,
-                                              args.dilation, args.framework)
-        print_dry_run(scenario, args.results, reachable)
+        for scenario in emulated.emulated_scenarios(ref, hosts.planned_hosts(emulated.hosts_needed(ref)), settings,
+                                                    args.dilation, args.framework):
+            print_dry_run(scenario, args.results, reachable)
         print_items([escape(ready.line())])
         return None
     if not ready.ok:
         raise UserError(ready.line())
     print_items([escape(ready.line())])
+    rows: list[dict] = []
     with hosts.namespace_hosts(emulated.hosts_needed(ref)) as names:
-        scenario = emulated.emulated_scenario(ref, names, settings, args.dilation, args.framework)
-        if args.dry_run:
-            print_dry_run(scenario, args.results, reachable)
-            return None
-        return run_with_progress(scenario, args.results, max_workers=reachable)
+        # a scenario per set of series sharing an accelerator and links (batchai-tf-v100: Intel MPI, then TCP)
+        for scenario in emulated.emulated_scenarios(ref, names, settings, args.dilation, args.framework):
+            if args.dry_run:
+                print_dry_run(scenario, args.results, reachable)
+            else:
+                rows += run_with_progress(scenario, args.results, max_workers=reachable)
+    return rows or None
 
 
 def _published_scenario(ref, args: argparse.Namespace):

@@ -57,20 +57,48 @@ def coverage(ref: Reference) -> str | None:
     pub = ref.published
     if pub is None:
         return "no [published] configuration"
-    if not pub.accelerator:
-        return "no [published] accelerator (a profile of harness/machines/accelerators.toml)"
     for run in pub.runs:
+        if not (run.accelerator or pub.accelerator):
+            return (f"no [published] accelerator (a profile of harness/machines/accelerators.toml) for series "
+                    f"{run.series!r}")
         if run.framework not in frameworks.names():
             return f"no framework {run.framework}"
         reason = frameworks.get(run.framework).unsupported_exchange(Strategy(run.strategy), GRADIENTS)
         if reason:
             return reason
         try:
-            accelerators.lookup(pub.accelerator, Workload(pub.workload), run.batch_per_worker,
+            accelerators.lookup(run.accelerator or pub.accelerator, Workload(pub.workload), run.batch_per_worker,
                                 Precision(run.precision), accelerators.load_profiles()[0])
         except UserError as exc:
             return str(exc).removeprefix("emulation: ")
     return None
+
+
+def emulated_series(ref: Reference) -> list[tuple[str, Reference]]:
+    """The published configuration cut where its series differ in what the emulated cluster is made of (their
+    accelerator, links): (scenario name, the reference with those series only and their accelerator and links
+    as its own), one scenario each, since a scenario's [emulation] is one. One entry, named as before, where
+    every series shares them."""
+    pub = ref.published
+    groups: dict[tuple[str, str, str], list] = {}
+    for run in pub.runs:
+        key = (run.accelerator or pub.accelerator, run.intra_link or pub.intra_link, run.inter_link or pub.inter_link)
+        groups.setdefault(key, []).append(run)
+    out = []
+    for i, ((accelerator, intra, inter), runs) in enumerate(groups.items()):
+        name = f"emulated-{ref.id}" + (f"-series{i + 1}" if len(groups) > 1 else "")
+        published = dataclasses.replace(pub, accelerator=accelerator, intra_link=intra, inter_link=inter,
+                                        runs=tuple(runs))
+        out.append((name, dataclasses.replace(ref, published=published)))
+    return out
+
+
+def scenario_of(ref: Reference, series: str) -> str | None:
+    """The emulated scenario's name that runs ``series``; None where one scenario runs them all."""
+    cut = emulated_series(ref)
+    if len(cut) == 1:
+        return None
+    return next(name for name, part in cut if series in {run.series for run in part.published.runs})
 
 
 def emulated_here(ref: Reference) -> str:
@@ -84,7 +112,10 @@ def emulated_here(ref: Reference) -> str:
     fits = max_ranks(ref)
     most = max(p.gpus for p in pts)
     beyond = "" if most <= fits else f"; points above {fits} GPUs skipped (memory: {rank_bytes(ref) / 1e6:.0f} MB a rank)"
-    return f"yes: {len(pts)} points, up to {most} emulated {ref.published.accelerator} GPUs{beyond}"
+    kinds = "/".join(dict.fromkeys(part.published.accelerator for _, part in emulated_series(ref)))
+    cut = len(emulated_series(ref))
+    each = f", a scenario per series' own accelerator and links ({cut})" if cut > 1 else ""
+    return f"yes: {len(pts)} points, up to {most} emulated {kinds} GPUs{each}{beyond}"
 
 
 def launcher_for(framework: str) -> str:
@@ -96,10 +127,21 @@ def launcher_for(framework: str) -> str:
     return usable[0]
 
 
+def emulated_scenarios(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
+                       dilation: float = 0.0, framework: str | None = None) -> list[scenario.Scenario]:
+    """The published configuration on emulated hosts, a scenario per part of :func:`emulated_series`
+    (each of its series over its own accelerator and links), to run one after another."""
+    reason = coverage(ref)
+    if reason:
+        raise UserError(f"{ref.id}: --at emulated: {reason}")
+    return [emulated_scenario(part, hosts, settings, dilation, framework, name) for name, part in emulated_series(ref)]
+
+
 def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
-                      dilation: float = 0.0, framework: str | None = None) -> scenario.Scenario:
+                      dilation: float = 0.0, framework: str | None = None, name: str = "") -> scenario.Scenario:
     """The published configuration on emulated hosts ``hosts`` (name -> address): device emulated, real
-    gradients, the published links (``framework``: another one than the published); warm-up 1, 4 measured
+    gradients, the published accelerator and links (those of ``[published]``: one set for every series, see
+    :func:`emulated_scenarios`; ``framework``: another one than the published); warm-up 1, 4 measured
     steps and one repeat unless ``settings`` say otherwise (a dilated step of 16 GPUs lasts tens of seconds)."""
     reason = coverage(ref)
     if reason:
@@ -116,7 +158,7 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
     doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in launchers.netns_launchers()}
     doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
                         "inter_link": pub.inter_link, "dilation": dilation}
-    doc["name"], doc["description"] = f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
+    doc["name"], doc["description"] = name or f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
     return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=doc["name"])
 
 
@@ -141,6 +183,8 @@ def error_lines(ref: Reference, rows: pd.DataFrame, predicted: pd.DataFrame) -> 
     for run in ref.published.runs:
         ok = rows[(rows["batch_per_worker"] == run.batch_per_worker) & (rows["precision"] == run.precision)
                   & (rows["status"] == "ok")]
+        if (own := scenario_of(ref, run.series)) and "scenario" in ok:  # the series' own accelerator and links
+            ok = ok[ok["scenario"] == own]
         by = ok.groupby("world_size").agg(tp=("throughput", "median"), k=("dilation", "max"),
                                           saturated=("emulation_saturated", lambda s: bool(s.fillna(False).any())))
         first = series[run.series].gpus[0]

@@ -82,7 +82,8 @@ def mean_abs_error_pp(rows: pd.DataFrame) -> float:
 
 def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
     """Published, measured and predicted side by side: writes the chart and the Markdown report; returns
-    what to print (the summary table and its notes, the findings, the paths written)."""
+    what to print (the summary table and its notes, the findings, the paths written). ``sweep``: one sweep id,
+    or several joined by commas (``--at emulated`` runs a sweep per set of series with their own links)."""
     from rich.text import Text
 
     from harness.base.errors import UserError
@@ -91,9 +92,11 @@ def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
     from harness.results import table as results
 
     table = results.load(results_dir)
-    table = table[table["sweep_id"] == sweep]
+    sweeps = sweep.split(",")
+    table = table[table["sweep_id"].isin(sweeps)]
     if table.empty:
         raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
+    sweep = sweeps[0]  # the files written are named by the first
     summary = aggregate.summarize(table)
     predicted = predicted_rows(ref)
     both = reproduce.comparison_table(ref, summary, predicted)

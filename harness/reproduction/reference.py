@@ -108,6 +108,7 @@ class PublishedRun:
     inter_link: str = ""  # overrides the configuration's (a series over another network)
     intra_link: str = ""  # overrides the configuration's (a series whose stack moved the bytes within a node otherwise)
     strategy: str = "allreduce"  # how the series distributed training (fsdp: sharded data parallelism)
+    accelerator: str = ""  # overrides [published] accelerator (a series of another GPU model, or software's step)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ def measured_series(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
                  f"{precision} ({r['device']})")
         if r.get("efficiency_baseline") == aggregate.PLAIN_BASELINE:
             label += ", eff. vs plain 1-device loop"
+        if measured["scenario"].nunique() > 1:  # a scenario per set of series (--at emulated): say whose curve
+            label += f" [{r['scenario']}]"
         out[label] = rows.sort_values("world_size")
     return out
 
