@@ -76,9 +76,16 @@ def cmd_list(args: argparse.Namespace) -> None:
 def cmd_plan(args: argparse.Namespace) -> None:
     from rich.console import Console
 
+    from harness.base.escaping import terminal as escape
     from harness.reports.plan import plan_table
+    from harness.reproduction import prerequisites
 
-    print_items([plan_table(_load_scenario(args.scenario))], Console())
+    scenario = _load_scenario(args.scenario)
+    items = [plan_table(scenario)]
+    emulation = scenario.emulation
+    if emulation is not None and (emulation.intra_link or emulation.inter_link):  # an emulated cluster's shaped links
+        items.append(escape(prerequisites.check(None).line("the emulated cluster")))  # root, ip, tc, iptables
+    print_items(items, Console())
 
 
 def cmd_run(args: argparse.Namespace) -> int:

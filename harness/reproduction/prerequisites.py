@@ -58,11 +58,10 @@ class Check:
         """Nothing missing that stops a run (memory only skips points)."""
         return self.root and not self.missing_tools
 
-    def line(self) -> str:
-        """One line: ready, or what is missing and the command that installs it."""
+    def line(self, who: str = "--at emulated") -> str:
+        """One line: ready, or what is missing and the command that installs it (``who``: what needs it)."""
         if self.ok:
-            return "--at emulated: prerequisites here (root, ip, tc, iptables)" + (f"; {self.memory}" if self.memory
-                                                                                  else "")
+            return f"{who}: prerequisites here (root, ip, tc, iptables)" + (f"; {self.memory}" if self.memory else "")
         missing = ([] if self.root else ["root (network namespaces)"]) + [
             f"{tool} ({TOOLS[tool][1]}, package {TOOLS[tool][0]})" for tool in self.missing_tools]
         fix = []
@@ -72,7 +71,7 @@ class Check:
         if not self.root:
             fix.append("run it as root (`sudo .venv/bin/rosetta reproduce ...`)")
         memory = f"; {self.memory}" if self.memory else ""
-        return f"--at emulated: missing {', '.join(missing)}: {' and '.join(fix)}{memory}"
+        return f"{who}: missing {', '.join(missing)}: {' and '.join(fix)}{memory}"
 
 
 def memory_note(ref: Reference, available_bytes: int) -> str:
@@ -88,9 +87,10 @@ def memory_note(ref: Reference, available_bytes: int) -> str:
             f"{usable / 1e9:.1f} GB usable now: points above {fits} GPUs will be skipped")
 
 
-def check(ref: Reference, probes: Probes = Probes()) -> Check:
-    """Root, the tools and the memory of ``ref``'s largest point, asked through ``probes``."""
+def check(ref: Reference | None, probes: Probes = Probes()) -> Check:
+    """Root, the tools and the memory of ``ref``'s largest point, asked through ``probes`` (``ref`` None: a
+    scenario of one's own on the emulated cluster, whose ranks' memory its plan does not know: root and tools)."""
     absent = tuple(tool for tool in TOOLS if probes.which(tool) is None)
     packages = tuple(dict.fromkeys(TOOLS[tool][0] for tool in absent))
     return Check(root=probes.is_root(), missing_tools=absent, packages=packages,
-                 memory=memory_note(ref, probes.available_bytes()))
+                 memory=memory_note(ref, probes.available_bytes()) if ref is not None else "")

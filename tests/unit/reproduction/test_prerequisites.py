@@ -74,3 +74,15 @@ def test_the_verb_stops_before_making_any_host(monkeypatch, capsys):
     monkeypatch.setattr(hosts, "namespace_hosts", lambda *a, **k: pytest.fail("made hosts before the check"))
     assert cli.main(["reproduce", "batchai-torch-v100", "--at", "emulated"]) == 2
     assert "missing iptables" in capsys.readouterr().err
+
+
+def test_the_plan_of_an_emulated_cluster_scenario_says_what_is_missing(monkeypatch, capsys):
+    from harness.cli import main as cli
+
+    real = prerequisites.check
+    monkeypatch.setattr(prerequisites, "check", lambda ref: real(ref, probes(root=False, absent=("tc", "ip"))))
+    assert cli.main(["plan", str(REPO / "scenarios" / "emulated_cluster.toml")]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # unwrapped
+    assert "the emulated cluster: missing root (network namespaces), ip (" in out and "apt-get install -y" in out
+    assert cli.main(["plan", str(REPO / "scenarios" / "quickstart.toml")]) == 0
+    assert "the emulated cluster" not in capsys.readouterr().out  # no emulated links, nothing asked
