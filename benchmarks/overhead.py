@@ -58,6 +58,13 @@ class Launch:
     fixed_s: float  # the launch's wall time less the measured window: its per-run fixed cost
 
 
+def bare_loop_reason(framework: str) -> str | None:
+    """Why ``framework`` has no bare loop to measure against (benchmarks/bare_loops/<framework>.py), or None."""
+    if (HERE / "bare_loops" / f"{framework}.py").exists():
+        return None
+    return f"no bare loop (benchmarks/bare_loops/{framework}.py) yet"
+
+
 def bare_argv(spec: RunSpec, run_dir: Path) -> tuple[list[str], dict[str, str]]:
     """The harness's launch command for ``spec`` (runner.prepare: spec file, launcher) with its per-rank
     ``-m harness.contract.worker MODULE SPEC`` swapped for ``-m benchmarks.bare_loops.<framework> SPEC``; and its
@@ -121,7 +128,7 @@ def choose(asked: str | None, workload: Workload) -> list[str]:
         return names
     chosen = []
     for name in frameworks.names():
-        reason = skip_reason(make_spec(name, workload, Size.TINY, 1, BATCH, 1, 1))
+        reason = bare_loop_reason(name) or skip_reason(make_spec(name, workload, Size.TINY, 1, BATCH, 1, 1))
         if reason:
             print(f"{name}: left out: {reason}")
         else:
@@ -148,7 +155,7 @@ def main() -> None:
                              device, precision)
              for name in choose(args.frameworks, workload)}
     for name, spec in specs.items():
-        reason = skip_reason(spec)
+        reason = bare_loop_reason(name) or skip_reason(spec)
         if reason:
             sys.exit(f"{name} cannot run here: {reason}")
     runs: dict[str, dict[str, list[Launch]]] = {name: {"harness": [], "bare": []} for name in specs}

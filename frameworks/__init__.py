@@ -15,6 +15,7 @@ REGISTRY: dict[str, str] = {
     "horovod_torch": "frameworks.horovod_torch",
     "tf_mwms": "frameworks.tf_mwms",
     "horovod_tf": "frameworks.horovod_tf",
+    "jax": "frameworks.jax",
 }
 FRAMEWORKS: Registry[FrameworkInfo] = Registry("framework", REGISTRY, attribute="INFO")
 

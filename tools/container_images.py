@@ -74,6 +74,7 @@ IMAGES = {
                       "HOROVOD_BUILD_CUDA_CC_LIST": "", "HOROVOD_CACHE": IN_BUILD_HOROVOD_CACHE},
                      ("tools/install_horovod.py", "tools/horovod-0.28.1.patch")),
     "chainer": Image("chainer", "docker/chainer.Dockerfile", {}, ("tools/build-constraints.txt",)),
+    "jax": Image("jax", "docker/jax.Dockerfile", {}, ("tools/envs/jax.txt",)),
 }
 
 

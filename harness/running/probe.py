@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 from typing import Any, Mapping
 
+from harness.base import python_envs
 from harness.contract.axes import Size, Workload
 from harness.contract.equivalence import (
     PROBE_FORMAT,
@@ -79,10 +81,16 @@ def probes_in_subprocess(framework: str, cases: list[Case],
     into the harness). ``env``: the process's environment, for a caller in a thread beside one that
     changes ``os.environ`` (pytest does at every test): a child started with the live environment can
     find it reallocated under it and fail to start (EFAULT, seen)."""
+    import frameworks
+
     argv = [f"{workload.value}:{size.value}:{steps}" for workload, size, steps in cases]
-    done = subprocess.run([sys.executable, "-m", "harness.running.probe", framework, *argv],
-                          capture_output=True, text=True, timeout=PROBE_TIMEOUT_S * len(cases),
-                          env=None if env is None else dict(env))
+    environment = frameworks.get(framework).environment  # its family's interpreter, the harness on its path
+    python = python_envs.worker_python(environment)
+    env = dict(os.environ if env is None else env)
+    if environment is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(python_envs.PINS_DIR.parents[1]), env.get("PYTHONPATH", "")])
+    done = subprocess.run([python, "-m", "harness.running.probe", framework, *argv],
+                          capture_output=True, text=True, timeout=PROBE_TIMEOUT_S * len(cases), env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{framework} probe of {' '.join(argv)} failed: {done.stderr.strip()[-2000:]}")
     return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(cases):]]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import frameworks
+from harness.base import python_envs
 from harness.contract.axes import Size
 from harness.contract.equivalence import fixed_batch, flops_per_sample, layer_flops, recipe
 from harness.contract.workloads import DECLARATIONS, FAMILIES, Recipe, WorkloadInfo
@@ -115,7 +116,10 @@ def test_each_familys_builders_import_in_that_family(family):
     # Chainer 7.8.1 imports only with the standard library's distutils (frameworks/chainer/compat.py, which its
     # worker imports first, sets this in-process; a process started with it needs no more)
     env = {**os.environ, "SETUPTOOLS_USE_DISTUTILS": "stdlib"}
-    done = subprocess.run([sys.executable, "-c", code, ",".join(FAMILIES[family]), ",".join(modules)],
+    environment = frameworks.get(installed[0]).environment  # the family's own interpreter (jax's), the harness on
+    if environment is not None:                              # its path as the launchers give it
+        env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([python_envs.worker_python(environment), "-c", code, ",".join(FAMILIES[family]), ",".join(modules)],
                           capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == str(len(modules))

@@ -65,9 +65,16 @@ checkpoint_dir = "{ckpt}"
 """
 
 
+# frameworks without emulated accelerators yet, and why: refused before launching, saying so (below)
+NOT_EMULATED = {"jax": "frameworks/jax has no emulated device yet (issue 51's later parts)"}
+
+
 def test_every_framework_declares_emulated_accelerators():
     for name in frameworks.names():
         info = frameworks.get(name)
+        if name in NOT_EMULATED:
+            assert Device.EMULATED not in info.devices, f"{name} has them now: drop it from NOT_EMULATED"
+            continue
         assert Device.EMULATED in info.devices, name
         assert info.unsupported_reason(Workload.RESNET50, Strategy.ALLREDUCE, Storage.LOCAL,
                                        device=Device.EMULATED) is None

