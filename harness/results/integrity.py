@@ -80,6 +80,23 @@ def conformed(frame: pd.DataFrame, columns: Mapping[str, str], label: str, where
     return frame
 
 
+def check_filled(frame: pd.DataFrame, filled: tuple[str, ...], closed: Mapping[str, tuple[str, ...]],
+                 where: str) -> None:
+    """No empty cell in the ``filled`` columns, and only the allowed values in the ``closed`` ones (a status
+    of 1 would count as a failed run)."""
+    for column in filled:
+        empty = frame.index[frame[column].isna()]
+        if len(empty):
+            raise UserError(f"{where}: row {empty[0]}: {column} is empty; every row has one (the table was edited "
+                            f"or damaged)")
+    for column, allowed in closed.items():
+        bad = frame[column].dropna()
+        bad = bad[~bad.isin(allowed)]
+        if len(bad):
+            raise UserError(f"{where}: row {bad.index[0]}: {column} {_shown(bad.iloc[0])} is not one of "
+                            f"{', '.join(allowed)}; the table was edited or damaged")
+
+
 def check_figures(frame: pd.DataFrame, where: str) -> None:
     """No infinity in any number column, nothing < 0 in NON_NEGATIVE ones (empty cells pass: a run that
     measured nothing)."""

@@ -13,13 +13,14 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from harness.base.errors import UserError
+from harness.contract.axes import Status, values
 from harness.results import integrity
 from harness.results.row import COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION
 
@@ -46,12 +47,20 @@ class TableFormat:
     csv: str
     recovery: str = ""  # where else the rows are kept, for the unreadable-table message
     readable: tuple[int, ...] = ()  # older versions read back (their missing columns empty); () = version only
+    # columns every version had and the verbs read (a table without one was not written by a harness, and
+    # migrating it would make them empty: every run "failed", a blank samples/s read as ok)
+    required: tuple[str, ...] = ()
+    filled: tuple[str, ...] = ()  # required columns no row may leave empty
+    closed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # column -> the values it may hold
 
 
 ROW_JSON_GLOB = "runs/*/*/row.json"
 RESULTS = TableFormat("results", COLUMNS, SCHEMA_VERSION, PARQUET, CSV,
                       recovery=f"every run's row is also kept in {ROW_JSON_GLOB}: `rosetta rebuild` makes the "
-                               f"table again from them", readable=READABLE_VERSIONS)
+                               f"table again from them", readable=READABLE_VERSIONS,
+                      required=("schema_version", "sweep_id", "run_id", "config_id", "scenario", "framework",
+                                "workload", "repeat", "status", "throughput", "sample_unit", "timestamp"),
+                      filled=("sweep_id", "status"), closed={"status": tuple(values(Status))})
 
 
 def frame_of(fmt: TableFormat, rows: Iterable[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
@@ -93,8 +102,14 @@ def read_file(fmt: TableFormat, path: Path) -> pd.DataFrame:
     if versions - readable:
         raise UserError(f"{path}: {fmt.label} schema versions {sorted(versions, key=str)}; this harness reads "
                         f"{', '.join(map(str, sorted(readable)))}")
+    missing = [c for c in fmt.required if c not in frame.columns]
+    if missing:
+        raise UserError(f"{path}: no {', '.join(missing)} column{'s' * (len(missing) > 1)}: every {fmt.label} table "
+                        f"has had {'them' if len(missing) > 1 else 'one'}; not a table this harness wrote (edited?)")
     # columns added since it was written come back empty; others, wrong types and ids that are no names refused
-    return integrity.conformed(frame, fmt.columns, fmt.label, str(path))
+    frame = integrity.conformed(frame, fmt.columns, fmt.label, str(path))
+    integrity.check_filled(frame, fmt.filled, fmt.closed, str(path))
+    return frame
 
 
 def nothing_yet(results_dir: Path) -> str:
