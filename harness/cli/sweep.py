@@ -42,10 +42,27 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("equivalence", help="check that every installed framework trains the same model the same "
                                            "way (parameters, FLOPs, optimizer, loss); exit 1 on a drift")
     p.add_argument("--size", default="full", choices=["tiny", "small", "full", "large"], help="workload size (default full: the published parameter counts)")
-    p.add_argument("--steps", type=int, default=0, help="training steps on the fixed batch (default 0 at full "
-                                                       "size; the tests use 4 at tiny)")
+    p.add_argument("--steps", type=training_steps, default=0,
+                   help=f"training steps on the fixed batch: 0 (the default: the loss is not checked) or 2 to "
+                        f"{MAX_STEPS:,} (the loss must fall over them; the tests use 4 at tiny)")
     p.add_argument("--framework", action="append", help="only this framework (repeatable; default: all)")
     p.set_defaults(handler=cmd_equivalence)
+
+
+MAX_STEPS = 10_000  # a probe's steps on one batch; more is a typo, not a check (full size: minutes a step)
+
+
+def training_steps(text: str) -> int:
+    """``--steps``: 0 (no loss checked) or 2 to MAX_STEPS: one loss cannot fall, and a negative count would
+    run on with nothing checked."""
+    try:
+        steps = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if steps == 1 or not 0 <= steps <= MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"{steps}: 0 (no loss checked) or 2 to {MAX_STEPS:,} (a loss must fall "
+                                         f"over at least two steps)")
+    return steps
 
 
 def _load_scenario(path: str | None):

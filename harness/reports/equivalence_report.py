@@ -16,7 +16,8 @@ def equivalence_report(names: list[str], size: Size, steps: int) -> tuple[object
     training steps; returns the table and whether a framework drifted or its probe failed."""
     from rich.table import Table
 
-    table = Table(title=f"equivalence with {REFERENCE_FRAMEWORK} ({size.value} size, {steps} training steps)")
+    trained = f"{steps} training steps" if steps else "no training steps: the loss is not checked"
+    table = Table(title=f"equivalence with {REFERENCE_FRAMEWORK} ({size.value} size, {trained})")
     for name in ("framework", "workload", "parameters", "GFLOPs/sample", "optimizer", "loss", "verdict"):
         table.add_column(name)
     references: dict[Workload, dict] = {}
@@ -51,7 +52,7 @@ def _probe_rows(table, name: str, size: Size, steps: int, references: dict) -> b
         losses = report["losses"]
         table.add_row(name, workload.value, f"{report['parameters']:,}", f"{report['flops_per_sample'] / 1e9:.3f}",
                       f"{report['optimizer']['name']} lr {report['optimizer']['lr']:g}",
-                      f"{losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "-",
+                      f"{losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "not checked (--steps 0)",
                       "[green]same[/green]" if not problems else "[red]DRIFT[/red]: " + "; ".join(problems))
     return drifted
 

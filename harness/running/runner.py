@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import secrets
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -57,17 +59,26 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
     results_dir = Path(results_dir).absolute()
     specs = expand(scenario)
     if resume:
-        scrub_unfinished(results_dir)  # what a killed harness left in clear
-        sweep_id, done = resumable_sweep(results_dir, scenario.name)
-        check_same_plan(results_dir, sweep_id, specs)
-        specs = [s for s in specs if (s.config_id(), s.repeat) not in done]
+        sweep_id, _ = resumable_sweep(results_dir, scenario.name)
     else:
         sweep_id = new_sweep_id()
         results.load(results_dir)  # an unreadable table is refused now, not after the first run spent its time
     integrity.writable_folder(results_dir)  # and a folder no row could be written to
     sweep_dir = results_dir / "runs" / integrity.checked_id(sweep_id, f"{results_dir}: sweep_id")
-    if not resume:
-        write_plan(sweep_dir, scenario.name, specs)
+    # held from reading what is done to the last run: a second --resume at once would run the same runs
+    with sweep_lock(results_dir, sweep_dir):
+        if resume:
+            scrub_unfinished(results_dir, held=sweep_dir)  # what a killed harness left in clear
+            done = completed(results_dir, sweep_id)
+            check_same_plan(results_dir, sweep_id, specs)
+            specs = [s for s in specs if (s.config_id(), s.repeat) not in done]
+        else:
+            write_plan(sweep_dir, scenario.name, specs)
+        return _run_all(specs, results_dir, sweep_dir, sweep_id, scenario, observer, max_workers)
+
+
+def _run_all(specs: list[RunSpec], results_dir: Path, sweep_dir: Path, sweep_id: str, scenario: Scenario,
+             observer: Observer | None, max_workers: int | None) -> list[dict[str, Any]]:
     rows = []
     ledger = storage_rules.Ledger(repeats=scenario.settings.repeats)  # what the page-cache flag and the rules follow
     for index, spec in enumerate(specs):
@@ -91,8 +102,37 @@ def resumable_sweep(results_dir: Path, scenario_name: str) -> tuple[str, set[tup
     if mine.empty:
         raise UserError(f"--resume: no earlier sweep of scenario {scenario_name!r} in {results_dir}")
     sweep_id = mine.sort_values("timestamp")["sweep_id"].iloc[-1]
-    sweep = mine[(mine["sweep_id"] == sweep_id) & mine["status"].isin(COMPLETED)]
-    return sweep_id, set(zip(sweep["config_id"], sweep["repeat"].astype(int)))
+    return sweep_id, completed(results_dir, sweep_id, table)
+
+
+def completed(results_dir: Path, sweep_id: str, table=None) -> set[tuple[str, int]]:
+    """The (config_id, repeat) pairs of ``sweep_id`` that have their result."""
+    table = results.load(results_dir) if table is None else table
+    sweep = table[(table["sweep_id"] == sweep_id) & table["status"].isin(COMPLETED)]
+    return set(zip(sweep["config_id"], sweep["repeat"].astype(int)))
+
+
+SWEEP_LOCK = ".sweep.lock"  # runs/<sweep>/.sweep.lock: held by the harness running or resuming the sweep
+
+
+@contextmanager
+def sweep_lock(results_dir: Path, sweep_dir: Path):
+    """Hold ``sweep_dir``'s lock (made, with the folder, if missing) or refuse in one line: another harness runs
+    or resumes that sweep. The lock is the kernel's (flock): it goes with the process, a kill included."""
+    nofollow.make_folder(sweep_dir, within=results_dir)
+    fd = os.open(sweep_dir / SWEEP_LOCK, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise UserError(f"--resume: sweep {sweep_dir.name} is being run or resumed by another rosetta (pid "
+                            f"{holder}); wait for it to end, then resume what is still missing") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 PLAN = "plan.json"  # runs/<sweep>/plan.json: the configurations a sweep was started with
@@ -125,11 +165,15 @@ def check_same_plan(results_dir: Path, sweep_id: str, specs: list[RunSpec]) -> N
                         f"new sweep")
 
 
-def scrub_unfinished(results_dir: Path) -> list[Path]:
+def scrub_unfinished(results_dir: Path, held: Path | None = None) -> list[Path]:
     """Scrub the folders of runs that never got their row (a harness killed mid-run leaves its logs as the
-    workers wrote them, secrets included); returns the files rewritten."""
+    workers wrote them, secrets included); returns the files rewritten. A sweep another harness is running
+    (its lock held; ``held``: this one's own) is left alone: its runs are not over."""
     rewritten = []
+    busy = {d for d in Path(results_dir).glob("runs/*") if d != held and _running(d)}
     for run_dir in sorted(Path(results_dir).glob("runs/*/*")):
+        if run_dir.parent in busy:
+            continue
         if run_dir.is_dir() and not run_dir.is_symlink() and not (run_dir / "row.json").exists():
             rewritten += redact.scrub_folder(run_dir)
             _make_readable(run_dir / LAUNCHER_LOG)
@@ -137,6 +181,21 @@ def scrub_unfinished(results_dir: Path) -> list[Path]:
 
 
 LAUNCHER_LOG = "launcher.log"
+
+
+def _running(sweep_dir: Path) -> bool:
+    """Whether a harness holds ``sweep_dir``'s lock now."""
+    try:
+        fd = os.open(sweep_dir / SWEEP_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file: a sweep from before locks, or not a sweep's folder
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _make_readable(path: Path) -> None:
