@@ -55,6 +55,20 @@ def shown(value: Any) -> str:
 
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a configuration file (scenario, settings): beyond it, not written by a person
+MAX_DEPTH = 32  # tables and arrays within one another: the deepest scenario nests 4; 3,000 was a RecursionError
+MAX_STRING = 10_000  # characters of one string value (a field's "max_length" may say fewer)
+
+
+def _depth(value: Any) -> int:
+    """How deeply tables and arrays nest in ``value`` (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= MAX_DEPTH:  # beyond it, the answer is known
+            children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+            stack += [(child, depth + 1) for child in children]
+    return deepest
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -68,7 +82,9 @@ def read_toml(path: Path) -> dict[str, Any]:
         if len(data) > MAX_FILE_BYTES:
             raise UserError(f"{path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; a configuration file is "
                             f"at most that")
-        return tomllib.loads(data.decode("utf-8-sig"))
+        doc = tomllib.loads(data.decode("utf-8-sig"))
+    except RecursionError:  # Python's parser recurses once a level
+        raise UserError(f"{path}: not valid TOML here: tables or arrays nested deeper than {MAX_DEPTH}") from None
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -79,6 +95,9 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: not valid TOML: not UTF-8 text") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits (Python's int limit)
         raise UserError(f"{path}: not valid TOML: {str(exc).splitlines()[0][:120]}") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise UserError(f"{path}: tables or arrays nested deeper than {MAX_DEPTH}; no configuration nests so")
+    return doc
 
 
 def check_keys(table: Mapping[str, Any], allowed: typing.Iterable[str], where: Where) -> None:
@@ -134,6 +153,9 @@ def convert(value: Any, tp: Any, where: Where, key: str, meta: Mapping[str, Any]
     elif tp is str:
         if not isinstance(value, str):
             raise where.error(key, f"must be a string, got {type_name(value)}")
+        longest = meta.get("max_length", MAX_STRING)
+        if len(value) > longest:
+            raise where.error(key, f"must be at most {longest:,} characters, got {len(value):,}")
         credential = held_credential(value)
         if credential:  # the value itself is not repeated: the message reaches logs and terminals
             raise where.error(key, f"holds {credential}; configuration never carries credentials, set them "

@@ -13,8 +13,10 @@ import re
 import socket
 
 UNLIMITED = "unlimited"
-RATE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>kbit|mbit|gbit)$")
+# ASCII digits only (Python's \d takes any script's, which tc does not read), a dozen at most
+RATE = re.compile(r"\A(?P<number>[0-9]{1,12}(?:\.[0-9]{1,6})?)(?P<unit>kbit|mbit|gbit)\Z")
 UNIT_BITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+LEAST_BITS, MOST_BITS = 8e3, 1.6e12  # 8 kbit/s (tbf's least useful rate) to 1.6 Tbit/s (the fastest NIC: 1600 GbE)
 TBF_LATENCY = "50ms"  # how long a packet may wait in the shaper before it is dropped
 
 
@@ -22,10 +24,13 @@ def bits_per_s(value: str) -> float | None:
     """The cap in bits/s (None for unlimited); ValueError naming the allowed forms."""
     if value == UNLIMITED:
         return None
-    match = RATE.match(value)
-    if not match or float(match["number"]) <= 0:
-        raise ValueError(f"must be {UNLIMITED!r} or a rate like '10gbit', '1gbit', '100mbit'; got {value!r}")
-    return float(match["number"]) * UNIT_BITS[match["unit"]]
+    match = RATE.fullmatch(value) if isinstance(value, str) else None
+    if not match:
+        raise ValueError(f"must be {UNLIMITED!r} or a rate like '10gbit', '1gbit', '100mbit'; got {value[:40]!r}")
+    rate = float(match["number"]) * UNIT_BITS[match["unit"]]
+    if not LEAST_BITS <= rate <= MOST_BITS:
+        raise ValueError(f"must be a rate from 8kbit to 1600gbit (a link's), got {value!r}")
+    return rate
 
 
 def tbf_burst_bytes(rate_bits_per_s: float) -> int:

@@ -34,6 +34,7 @@ def cmd_data_make(args: argparse.Namespace) -> None:
     flags = {k: getattr(args, k) for k in (*_DATA_INT_FLAGS, "kind", "layout") if getattr(args, k) is not None}
     spec = datagen.parse_spec({**table, **flags}, str(args.spec or "flags"))
     total = datagen.total_samples(spec)
+    datagen.empty_folder(args.out)  # before the progress bar: a file there is refused in one line
     with Progress() as progress:
         unit = "sequences" if spec.kind == "bert" else "JPEGs"
         task = progress.add_task(f"{total} {unit}", total=total)

@@ -123,8 +123,9 @@ def parse(doc: Mapping[str, Any], file: str, default_name: str = "scenario") -> 
     fmt = doc.get("format", SCENARIO_FORMAT)
     if isinstance(fmt, bool) or fmt != SCENARIO_FORMAT:  # true == 1 in Python, not in TOML
         raise where.error("format", f"this harness reads scenario format {SCENARIO_FORMAT}, got {fmt!r}")
-    name = config.convert(doc.get("name", default_name), str, where, "name")
-    description = config.convert(doc.get("description", ""), str, where, "description")
+    # a name heads every table and labels every row; a description is a paragraph, not a file
+    name = config.convert(doc.get("name", default_name), str, where, "name", {"max_length": 128})
+    description = config.convert(doc.get("description", ""), str, where, "description", {"max_length": 2000})
 
     settings_where = where.sub("settings")
     settings = config.build(RunSettings, config.expect_table(doc.get("settings", {}), where, "settings"),

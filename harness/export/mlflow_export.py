@@ -59,8 +59,10 @@ def client_for(uri: str) -> Any:
     # sends usage data home unless told not to; the user's own setting of either wins.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    client = MlflowClient(tracking_uri=uri)
-    try:
+    if uri.startswith("file:") or "://" not in uri:  # a folder: MLflow 3 keeps its file store only when asked
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    try:  # the client opens its store at once: a refused or malformed URI raises here, not at the first call
+        client = MlflowClient(tracking_uri=uri)
         client.search_experiments(max_results=1)
     except Exception as exc:  # noqa: BLE001 - MLflow raises several kinds; each is one line for the user
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -98,12 +100,33 @@ def row_efficiencies(table: pd.DataFrame) -> dict[str, float]:
 def experiment_id(client: Any, scenario: str) -> str:
     """The scenario's experiment, made on first use (a deleted one is restored: its name stays taken)."""
     name = rows_map.experiment_name(scenario)
-    found = client.get_experiment_by_name(name)
+    found = _experiment_named(client, name)
     if found is None:
-        return client.create_experiment(name, tags={"mlflow.note.content": f"Rosetta scenario {scenario}"})
+        try:
+            return client.create_experiment(name, tags={"mlflow.note.content": f"Rosetta scenario {scenario}"})
+        except Exception as exc:  # noqa: BLE001 - MlflowException, whose module is imported only with MLflow
+            if "'" not in name:
+                raise
+            raise UserError(f"export mlflow: this tracking store cannot make an experiment named {name!r} (MLflow's "
+                            f"file store quotes the name into a filter unescaped); export to a database store "
+                            f"(--tracking-uri sqlite:///mlflow.db) or name the scenario without \"'\"") from exc
     if found.lifecycle_stage == "deleted":
         client.restore_experiment(found.experiment_id)
     return found.experiment_id
+
+
+def _experiment_named(client: Any, name: str) -> Any:
+    """The experiment called ``name``, deleted ones included, or None. Compared here, not in a filter string:
+    MLflow's file store quotes the name into one unescaped, so that a scenario named "it's" was a traceback."""
+    from mlflow.entities import ViewType
+
+    token = None
+    while True:
+        page = client.search_experiments(view_type=ViewType.ALL, max_results=1000, page_token=token)
+        found = next((e for e in page if e.name == name), None)
+        if found is not None or not page.token:
+            return found
+        token = page.token
 
 
 def existing_runs(client: Any, experiment: str) -> dict[str, Any]:

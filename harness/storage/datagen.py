@@ -138,12 +138,25 @@ def partition_path(index: int) -> str:
     return f"bert/part-{index:05d}.npy"
 
 
+def empty_folder(out: Path) -> Path:
+    """``out`` as a new or empty folder (made), else a one-line :class:`UserError`: a file, a folder with
+    files, a file where one of its folders should be."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: is a file; `rosetta data make` writes into a new or empty folder")
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"{out}: not empty; `rosetta data make` writes into a new or empty folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot make the folder ({exc.strerror or type(exc).__name__})") from None
+    return out
+
+
 def make(spec: DataSpec, out: Path, progress=None) -> dict[str, Any]:
     """Generate the dataset into ``out`` (which must be empty or absent); returns the manifest.
     ``progress(done)`` is called with the samples written so far."""
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"{out}: not empty; `rosetta data make` writes into a new or empty folder")
+    out = empty_folder(out)
     if spec.kind == "bert":
         return _make_bert(spec, out, progress)
     files: list[dict[str, Any]] = []

@@ -65,23 +65,33 @@ PORTS = {JobKind.PYTORCHJOB: "pytorchjob-port", JobKind.TFJOB: "tfjob-port"}
 SSHD = ("/usr/sbin/sshd", "-De")  # what an MPIJob's Worker pods run; the Launcher reaches them with ssh
 
 
+# What the API server takes (checked here, not after a manifest is applied): a resource quantity ("8", "500m",
+# "64Gi", "1e3"; ASCII digits), a DNS-1123 label (a namespace) and subdomain (a claim or runtime name: no "..").
+QUANTITY = (r"(?:[0-9]{1,12}(?:\.[0-9]{1,9})?|\.[0-9]{1,9})(?:[numkMGTPE]|[KMGTPE]i|[eE][+-]?[0-9]{1,2})?",
+            'a Kubernetes quantity ("8", "500m", "64Gi")')
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+LABEL = (_LABEL, "a DNS-1123 label (lower-case letters, digits, '-'; at most 63)")
+SUBDOMAIN = (rf"(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*",
+             "a DNS-1123 name (lower-case labels of letters, digits and '-' joined by single dots; at most 253)")
+
+
 @dataclass(frozen=True)
 class Options:
-    namespace: str = "default"
+    namespace: str = field(default="default", metadata={"pattern": LABEL})
     image: str = ""  # "": the framework's own (FrameworkInfo.image, built from docker/)
     workdir: str = "/opt/rosetta"  # where the image holds the repository
     python: str = "python"  # the image's interpreter
     gpus_per_node: int = field(default=0, metadata={"min": 0, "max": 64})
-    cpu: str = ""  # e.g. "8": requests and limits per pod
-    memory: str = ""  # e.g. "64Gi"
+    cpu: str = field(default="", metadata={"pattern": (f"(?:{QUANTITY[0]})?", QUANTITY[1])})  # requests = limits
+    memory: str = field(default="", metadata={"pattern": (f"(?:{QUANTITY[0]})?", QUANTITY[1])})  # e.g. "64Gi"
     node_selector: tuple[str, ...] = field(default=(), metadata={"allow_empty": True,  # "key=value"
                                                                  "pattern": (r"[^=]+=.*", "key=value")})
-    results_claim: str = "rosetta-results"
+    results_claim: str = field(default="rosetta-results", metadata={"pattern": SUBDOMAIN})
     master_port: int = field(default=23456, metadata={"min": 1, "max": 65535})
     kind: JobKind = JobKind.AUTO
     # kind TrainJob: the ClusterTrainingRuntime; "": torch-distributed, or for MPI frameworks rosetta-mpi-<image>
     # (written beside the job as runtime.yaml)
-    runtime: str = ""
+    runtime: str = field(default="", metadata={"pattern": (f"(?:{SUBDOMAIN[0]})?", SUBDOMAIN[1])})
 
 
 def job_name(request: LaunchRequest) -> str:

@@ -136,14 +136,20 @@ def test_a_planted_credential_is_masked_whatever_surrounds_it(before, after, cas
 
 
 def test_a_long_description_plans_at_once(tmp_path):
-    """The probe's case: a 100,000-character description took 222 s to load."""
+    """The probe's case: a 100,000-character description took 222 s to load; it is refused at once now (at
+    most 2,000 characters: issue 52), and the longest allowed loads at once."""
+    from harness.base.errors import UserError
     from harness.experiment import scenario
 
     path = tmp_path / "s.toml"
-    path.write_text(f'description = "{"a" * 100_000}"\n[matrix]\nframework = "torch_ddp"\nworkload = "resnet50"\n')
-    start = time.monotonic()
-    scenario.load(path)
-    assert time.monotonic() - start < 5
+    for length in (100_000, 2_000):
+        path.write_text(f'description = "{"a" * length}"\n[matrix]\nframework = "torch_ddp"\nworkload = "resnet50"\n')
+        start = time.monotonic()
+        try:
+            scenario.load(path)
+        except UserError as exc:
+            assert length > 2_000 and "at most 2,000 characters" in str(exc)
+        assert time.monotonic() - start < 5
 
 
 def test_a_description_holding_a_credential_is_refused():

@@ -49,8 +49,10 @@ def test_a_control_character_in_any_launcher_option_is_one_line_naming_the_key(l
                                                                                write_scenario, capsys):
     bad = f"k={bad}"  # key=value where an option takes that form (node_selector)
     value = [bad] if listed else bad
-    # a host list is checked as host names first (harness.launchers.hosts.HOST_FIELD): refused all the same
-    why = "must be a host name" if key in ("hosts", "addresses") else "holds a newline"
+    # a host list is checked as host names first (harness.launchers.hosts.HOST_FIELD), Kubernetes' names and
+    # quantities as what the API server takes: refused all the same
+    why = ("must be a host name" if key in ("hosts", "addresses") else "must be" if launcher == "kubernetes" and key
+           in ("namespace", "cpu", "memory", "results_claim", "runtime") else "holds a newline")
     with pytest.raises(UserError, match=rf"^s.toml: \[launcher_options.{launcher}\] {key}: {why}"):
         scenario.parse(_doc(launcher, {key: value}), "s.toml")
     path = write_scenario(f'[matrix]\nframework = "torch_ddp"\nworkload = "resnet50"\nlauncher = "{launcher}"\n'
