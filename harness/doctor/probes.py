@@ -58,8 +58,13 @@ class Cluster:
 
 
 def from_scenario(path: Path) -> Cluster:
-    """The hosts of a scenario's largest run (its launcher options' hosts, addresses, remote, interface)."""
-    specs = matrix.expand(scenarios.load(path))
+    """The hosts of a scenario file's largest run (its launcher options' hosts, addresses, remote, interface)."""
+    return from_loaded(scenarios.load(path), path)
+
+
+def from_loaded(scenario: scenarios.Scenario, path: Path | str) -> Cluster:
+    """The hosts of a loaded scenario's largest run (``path``: where it came from, for the messages)."""
+    specs = matrix.expand(scenario)
     spec = max(specs, key=lambda s: s.nodes)
     opts = launchers.options(spec)
     hosts = tuple(getattr(opts, "hosts", ()))[: spec.nodes]

@@ -71,3 +71,12 @@ def test_bad_input_exits_2_in_one_line(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0] == "rosetta: error: doctor: give HOSTS or --scenario (one of them)"
     assert err[1].startswith("rosetta: error: doctor: needs 2 or more distinct hosts")
+
+
+def test_a_comm_launch_says_which_rank_broadcasts():
+    from harness.contract.axes import Backend, Collective
+    from harness.contract.spec import CommSpec
+
+    spec = CommSpec(Backend.GLOO, "cpu", 2, 1, (Collective.BROADCAST,), (4,), (1,), 0, 60.0, root=1)
+    assert CommSpec.from_json(spec.to_json()).root == 1
+    assert CommSpec.from_json({k: v for k, v in spec.to_json().items() if k != "root"}).root == 0  # written before

@@ -1,0 +1,98 @@
+"""The cluster check (``rosetta doctor``, harness/doctor/) against planted faults: 16 emulated GPUs (V100 profile,
+ResNet-50 at its tiny size) on 4 network-namespace hosts (PCIe3 inside, 10GbE between, dilation 16), with a
+network card at half its rate (slow_nic 0.5) or a GPU 20% slow (slow_gpu 1.2) at seeded placements
+([faults], harness/machines/faults.py), and fault-free checks.
+
+Each check runs every probe (16 one-rank compute probes, each card both ways, the 6 pairs, the ring and the
+bisection) with an empty store (so against the median of the others) and is scored: its first finding is
+right where it names the planted host's card (slow_nic) or the planted GPU (slow_gpu); a fault-free check is
+right where it finds nothing. Appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
+Usage: python benchmarks/doctor.py [--placements N] [--clean M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from harness.doctor import check, probes
+from harness.experiment import scenario
+from harness.launchers.hosts import namespace_hosts
+from harness.machines.faults import FaultKind
+from harness.results import provenance
+
+HERE = Path(__file__).resolve().parent
+NODES, PROCS = 4, 4
+FAULTS = {FaultKind.SLOW_NIC: {"rate_fraction": 0.5}, FaultKind.SLOW_GPU: {"factor": 1.2}}
+
+
+def _doc(hosts: dict[str, str], fault: dict | None) -> dict:
+    doc = {"name": "doctor",
+           "settings": {"warmup_steps": 1, "measured_steps": 4, "repeats": 1, "timeout_s": 600, "device": "emulated"},
+           "emulation": {"accelerator": "v100", "exchange": "gradients", "intra_link": "PCIe3",
+                         "inter_link": "10GbE", "dilation": 16, "step_variation": "none"},
+           "matrix": {"framework": "torch_ddp", "workload": "resnet50", "size": "tiny", "batch_per_worker": 64,
+                      "nodes": NODES, "procs_per_node": PROCS, "launcher": "torchrun"},
+           "launcher_options": {"torchrun": {"hosts": list(hosts), "addresses": list(hosts.values()),
+                                             "remote": "netns"}}}
+    if fault:
+        doc["faults"] = fault
+    return doc
+
+
+def _planted(cluster: probes.Cluster) -> str | None:
+    """What the check should name first: the card's host, or the GPU as host/gpuN; None fault-free."""
+    fault = (cluster.spec.emulation or {}).get("fault")
+    if not fault:
+        return None
+    if fault["kind"] == FaultKind.SLOW_NIC.value:
+        return cluster.hosts[fault["host"]]
+    return f"{cluster.hosts[fault['rank'] // PROCS]}/gpu{fault['rank'] % PROCS}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--placements", type=int, default=1, help="seeded placements per fault kind (default 1)")
+    parser.add_argument("--clean", type=int, default=0, help="fault-free checks (default 0)")
+    parser.add_argument("--no-report", action="store_true", help="print the table, do not append it to RESULTS.md")
+    args = parser.parse_args()
+    plan = [(kind, {"kind": kind.value, "seed": seed, **size}) for kind, size in FAULTS.items()
+            for seed in range(args.placements)] + [(None, None)] * args.clean
+    lines = []
+    with namespace_hosts(NODES, prefix="rosetta-doctor") as hosts, tempfile.TemporaryDirectory() as tmp:
+        for index, (kind, fault) in enumerate(plan):
+            cluster = probes.from_loaded(scenario.parse(_doc(hosts, fault), "doctor benchmark", "doctor"), "benchmark")
+            started = time.perf_counter()
+            done = check.run_check(cluster, Path(tmp) / f"r{index}")  # an empty store each: the median of the others
+            seconds, load = time.perf_counter() - started, os.getloadavg()[0]
+            first = done.findings[0] if done.findings else None
+            named = first.measurement.subject if first else None
+            want = _planted(cluster)
+            right = named == want and (want is None or first.measurement.probe.value in ("egress", "compute"))
+            evidence = first.evidence() if first else "-"
+            lines.append(f"| {kind.value if kind else 'none'} | {want or '-'} | {check.blame(first) if first else 'healthy'} "
+                         f"| {'yes' if right else 'no'} | {evidence} | {len(done.findings)} | {seconds:.0f} s | "
+                         f"{load:.1f} |")
+            print(lines[-1], flush=True)
+    report(lines, args)
+
+
+def report(lines: list[str], args: argparse.Namespace) -> None:
+    text = "\n".join([
+        "", f"## The cluster check against planted faults ({provenance.utc_now()[:10]}, `benchmarks/doctor.py`)", "",
+        f"16 emulated V100s on 4 namespace hosts (10GbE between, dilation 16), every probe, an empty store (each "
+        f"figure against the median of the others); {args.placements} placement(s) per kind, {args.clean} "
+        f"fault-free. Right: the first finding names the planted host's card or GPU (fault-free: nothing).", "",
+        "| fault | planted | first finding | right | evidence | findings | check took | load (1 min) |",
+        "|---|---|---|---|---|---:|---:|---:|", *lines, ""])
+    print(text)
+    if not args.no_report:
+        with open(HERE / "RESULTS.md", "a") as fh:
+            fh.write(text)
+
+
+if __name__ == "__main__":
+    main()
