@@ -154,7 +154,8 @@ def link_probes(session: Session) -> list[Measurement]:
     big = session.big_bytes
     for i, host in enumerate(hosts):
         peer = hosts[(i + 1) % len(hosts)]
-        rows, ranks = session.comm((host, peer), (Collective.BROADCAST, Collective.ALLREDUCE), sender=host)
+        wanted = (Collective.BROADCAST,) + (() if frozenset((host, peer)) in pairs else (Collective.ALLREDUCE,))
+        rows, ranks = session.comm((host, peer), wanted, sender=host)
         if not rows:
             continue
         root = rank_order((host, peer), dict(zip(hosts, session.cluster.addresses))).index(host)
