@@ -7,7 +7,7 @@ Each check runs every probe (16 one-rank compute probes, each card both ways, th
 bisection) with an empty store (so against the median of the others) and is scored: its first finding is
 right where it names the planted host's card (slow_nic) or the planted GPU (slow_gpu); a fault-free check is
 right where it finds nothing. Appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
-Usage: python benchmarks/doctor.py [--placements N] [--clean M]
+Usage: python benchmarks/doctor.py [--placements N] [--clean M] [--kinds slow_nic,slow_gpu] [--first-seed S]
 """
 
 from __future__ import annotations
@@ -57,10 +57,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--placements", type=int, default=1, help="seeded placements per fault kind (default 1)")
     parser.add_argument("--clean", type=int, default=0, help="fault-free checks (default 0)")
+    parser.add_argument("--kinds", default=",".join(k.value for k in FAULTS), help="comma-separated fault kinds")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first placement's seed (default 0)")
     parser.add_argument("--no-report", action="store_true", help="print the table, do not append it to RESULTS.md")
     args = parser.parse_args()
-    plan = [(kind, {"kind": kind.value, "seed": seed, **size}) for kind, size in FAULTS.items()
-            for seed in range(args.placements)] + [(None, None)] * args.clean
+    kinds = [FaultKind(k) for k in args.kinds.split(",") if k]
+    plan = [(kind, {"kind": kind.value, "seed": seed, **FAULTS[kind]}) for kind in kinds
+            for seed in range(args.first_seed, args.first_seed + args.placements)] + [(None, None)] * args.clean
     lines = []
     with namespace_hosts(NODES, prefix="rosetta-doctor") as hosts, tempfile.TemporaryDirectory() as tmp:
         for index, (kind, fault) in enumerate(plan):

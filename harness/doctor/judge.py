@@ -12,6 +12,7 @@ of noisy earlier checks asks for more before it names anything.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from enum import Enum
@@ -33,9 +34,9 @@ HIGHER_IS_BETTER = {Probe.EGRESS, Probe.PAIR, Probe.RING}
 UNITS = {Probe.EGRESS: "GB/s", Probe.PAIR: "GB/s", Probe.RING: "GB/s", Probe.ARRIVAL: "us",
          Probe.PAIR_LATENCY: "us", Probe.COMPUTE: "s"}
 # The least slowdown - 1 judged bad, per probe: a latency of small messages through a loaded kernel wanders
-# more than a bandwidth (12 against 18 us between 2 healthy namespace hosts at load 8; a long link adds
-# milliseconds), a step of sleeps less than either.
-FLOORS = {Probe.EGRESS: 0.25, Probe.PAIR: 0.25, Probe.RING: 0.25, Probe.ARRIVAL: 1.0, Probe.PAIR_LATENCY: 1.0,
+# more than a bandwidth (35 against 12 us between healthy namespace hosts at load 25; a long link adds
+# milliseconds: 80x), a step of sleeps less than either (16 emulated GPUs within 0.8% at load 25).
+FLOORS = {Probe.EGRESS: 0.25, Probe.PAIR: 0.25, Probe.RING: 0.25, Probe.ARRIVAL: 2.0, Probe.PAIR_LATENCY: 2.0,
           Probe.COMPUTE: 0.1}
 SPREAD_FACTOR = 3.0  # a baseline's relative MAD x this widens the floor
 MIN_BASELINE = 2  # earlier healthy figures a baseline needs; fewer: this check's median instead
@@ -114,11 +115,20 @@ def judge(measurements: Iterable[Measurement], baselines: dict[Probe, Sequence[f
     return verdicts
 
 
+def margin(verdict: Verdict) -> float:
+    """How far beyond its own threshold a verdict lies, in thresholds: log(slowdown) / log(1 + tolerance)
+    (1 at the threshold). Probes of unlike noise are ranked by it, not by their slowdowns: a latency 3x its
+    median is noise a bandwidth at half its rate is not."""
+    if not verdict.slowdown or verdict.slowdown <= 0 or verdict.tolerance <= 0:
+        return 0.0
+    return math.log(verdict.slowdown) / math.log1p(verdict.tolerance)
+
+
 def findings(verdicts: Iterable[Verdict]) -> list[Verdict]:
-    """The bad verdicts, worst first; a host's own probe before a pair or ring it is part of at equal
-    slowdown (it says more)."""
+    """The bad verdicts, furthest beyond their thresholds first (:func:`margin`); a host's own probe before a
+    pair or ring it is part of at an equal margin (it says more)."""
     own = {Probe.EGRESS: 0, Probe.ARRIVAL: 0, Probe.COMPUTE: 0}
-    return sorted((v for v in verdicts if v.bad), key=lambda v: (-(v.slowdown or 0.0), own.get(v.measurement.probe, 1)))
+    return sorted((v for v in verdicts if v.bad), key=lambda v: (-margin(v), own.get(v.measurement.probe, 1)))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ def test_of_two_gpus_one_20_percent_slow_is_named():
 
 
 def test_a_latency_is_worse_when_it_is_larger():
-    found = [Measurement(Probe.ARRIVAL, h, us) for h, us in zip("abc", (50.0, 55.0, 200.0))]
+    found = [Measurement(Probe.ARRIVAL, h, us) for h, us in zip("abc", (50.0, 55.0, 400.0))]
     assert [v.measurement.subject for v in judge.findings(judge.judge(found))] == ["c"]
 
 
@@ -64,6 +64,16 @@ def test_a_baseline_of_one_figure_is_no_baseline_and_a_lone_figure_is_unjudged()
 def test_findings_are_worst_first():
     found = egress(1.0, 0.5, 0.2, 1.0)
     assert [v.measurement.subject for v in judge.findings(judge.judge(found))] == ["c", "b"]
+
+
+def test_findings_of_unlike_probes_are_ranked_by_how_far_beyond_their_threshold():
+    """As measured on 4 namespace hosts at load 25: a half-rate card (2.02x) beside a latency's noise (3.5x,
+    just beyond its floor): the card comes first."""
+    found = egress(0.52, 1.05, 1.05, 1.05) + [Measurement(Probe.ARRIVAL, h, us)
+                                             for h, us in zip("abcd", (13.1, 11.8, 42.0, 10.8))]
+    ranked = judge.findings(judge.judge(found))
+    assert [(v.measurement.probe, v.measurement.subject) for v in ranked] == [(Probe.EGRESS, "a"), (Probe.ARRIVAL, "c")]
+    assert judge.margin(ranked[0]) > judge.margin(ranked[1]) > 1
 
 
 def rings(slow: set[str], rate=1.0, slow_rate=0.3):
