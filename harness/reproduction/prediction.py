@@ -96,7 +96,7 @@ def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
     table = table[table["sweep_id"].isin(sweeps)]
     if table.empty:
         raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
-    sweep = sweeps[0]  # the files written are named by the first
+    sweep, shown = sweeps[0], ", ".join(sweeps)  # the files written are named by the first
     summary = aggregate.summarize(table)
     predicted = predicted_rows(ref)
     both = reproduce.comparison_table(ref, summary, predicted)
@@ -107,7 +107,7 @@ def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
         extra["Strategies side by side"] = charts.plot_strategies(
             summary, results_dir / f"reproduce-{ref.id}-{sweep}-strategies.png")
     lines = [*emulated, *reproduce.findings(ref, both, summary, reduced_run=not emulated)]
-    doc = reproduce.write_markdown(ref, both, chart, results_dir / f"reproduce-{ref.id}-{sweep}.md", sweep,
+    doc = reproduce.write_markdown(ref, both, chart, results_dir / f"reproduce-{ref.id}-{sweep}.md", shown,
                                    summary, extra, lines)
     return [*terminal.summary_items(summary), *(Text(f"- {line}") for line in lines),
             *(f"chart: {path}" for path in (chart, *extra.values())), f"report: {doc}"]

@@ -42,3 +42,26 @@ def test_each_series_is_compared_with_its_own_scenarios_rows():
     intel, tcp = lines[0], lines[2]
     assert "(Intel MPI (InfiniBand), horovod_tf)" in intel and "70% vs 69% at 4" in intel and "58% vs 57% at 32" in intel
     assert "(Open MPI + NCCL (TCP), horovod_tf)" in tcp and "45% vs 44% at 8" in tcp and "38% vs 37% at 32" in tcp
+
+
+def test_the_report_reads_a_sweep_per_set_of_series_together(tmp_path):
+    from harness.reproduction.prediction import reproduction_report
+    from harness.results import table as results
+    from tests.helpers.rows import result_row
+
+    ref = reference.get("batchai-tf-v100")
+    rows = []
+    for sweep, series, effs in (("sA", "series1", (1, 0.70, 0.64, 0.60, 0.58)),
+                                ("sB", "series2", (1, 0.9, 0.45, 0.4, 0.38))):
+        for i, (n, eff) in enumerate(zip((1, 4, 8, 16, 32), effs)):
+            rows.append(result_row(sweep_id=sweep, run_id=f"{sweep}/{i:04d}", config_id=f"{sweep}{n}",
+                                   scenario=f"emulated-batchai-tf-v100-{series}", framework="horovod_tf",
+                                   size="full", nodes=max(1, n // 4), procs_per_node=min(n, 4), world_size=n,
+                                   batch_per_worker=64, global_batch=64 * n, device="emulated",
+                                   throughput=357.0 * n * eff, dilation=16.0, emulation_saturated=False))
+    results.append(tmp_path, rows)
+    text = " ".join(str(item) for item in reproduction_report(ref, tmp_path, "sA,sB"))
+    assert "vs published (Intel MPI (InfiniBand), horovod_tf)" in text and "58% vs 57% at 32" in text
+    assert "vs published (Open MPI + NCCL (TCP), horovod_tf)" in text and "38% vs 37% at 32" in text
+    assert (tmp_path / "reproduce-batchai-tf-v100-sA.png").exists()
+    assert "sweep `sA, sB`" in (tmp_path / "reproduce-batchai-tf-v100-sA.md").read_text()
