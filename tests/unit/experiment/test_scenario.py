@@ -30,8 +30,13 @@ def test_quickstart_loads():
     assert sc.settings.warmup_steps < sc.settings.measured_steps
 
 
+# registered frameworks the quickstart leaves out, and why (scenarios/quickstart.toml says so too)
+NOT_IN_QUICKSTART = {"jax": "its ResNet-50 step compiles for 30-190 s a launch on 2 cores: minutes more"}
+
+
 def test_quickstart_runs_every_registered_framework():
-    assert set(scenario.load(scenario.builtin_quickstart()).matrix.framework) == set(frameworks.REGISTRY)
+    assert set(scenario.load(scenario.builtin_quickstart()).matrix.framework) == \
+        set(frameworks.REGISTRY) - set(NOT_IN_QUICKSTART)
 
 
 def test_scalar_and_list_axes(write_scenario):
