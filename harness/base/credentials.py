@@ -15,7 +15,12 @@ The forms (see ``FORMS``; the kinds are what messages say, never the value):
   Azure SAS, ``token``, ``key``, ``secret``, ``signature``); ``se=`` and ``sp=`` (a SAS's expiry and permissions)
   are not secret and stay; also ``name = value`` (TOML) and ``"name": value`` (JSON, YAML, AWS's files) for
   the names of ``COLON_NAMES``;
-- a bearer token (``Bearer eyJ...``) and an ``Authorization:`` header's credentials.
+- a bearer token (``Bearer eyJ...``) and an ``Authorization:`` header's credentials;
+- (issue 52) a password holding what RFC 3986 allows beyond those (``:`` and ``'``, up to 128 characters), a
+  token as a URL's whole userinfo (``https://ghp_...@github.com``: 16 characters or more, letters and digits),
+  a query parameter whose name ends in a secret's word whatever precedes it (``accessToken``, ``apiKey``,
+  ``clientSecret``, ``auth``), also percent-encoded in a URL inside a URL (``%3FX-Amz-Signature%3D...``), and
+  a header named ``...-Key``, ``...-Token``, ``...-Secret`` (``X-API-Key: ...``, ``Private-Token: ...``).
 
 A value is masked only when it holds a letter or digit: text that describes a form (``sig=, password=, ...``)
 is not a credential and stays as written.
@@ -50,6 +55,14 @@ QUOTED_COLON_NAMES = ("password", "secret", "token", "secret_key", "private_key"
 _DELIMITERS = rb"\s\"'<>`"
 _VALUE = rb"[^" + _DELIMITERS + rb"&;]+"  # a query or connection string's value ends at & or ;
 _TOKEN = rb"[a-z0-9._~+/=-]{8,}"  # RFC 6750's token68, at least 8 characters (lower-cased)
+# What a query parameter's name may end in to be a secret's, whatever comes before it (camelCase included:
+# accessToken, sessionToken, clientSecret, apiKey, X-Amz-Signature, authToken).
+QUERY_WORDS = ("token", "key", "secret", "password", "passwd", "pwd", "sig", "signature", "credential",
+               "credentials", "sas", "auth")
+# Header names ending in one of these after "-" carry a credential (X-API-Key, Private-Token, X-Auth-Token,
+# Ocp-Apim-Subscription-Key, X-Goog-Api-Key, X-Vault-Token).
+HEADER_WORDS = ("key", "apikey", "token", "secret", "signature", "password")
+_PORT_THEN_PATH = rb"(?![0-9]{1,5}(?:[/?#]|$))"
 
 
 def _after(names: list[str]) -> list[bytes]:
@@ -85,20 +98,43 @@ def _named_patterns() -> tuple[re.Pattern[bytes], ...]:
 class Form:
     kind: str  # what a message says the text holds
     patterns: tuple[re.Pattern[bytes], ...]  # over lower-cased UTF-8; group "secret": what is masked
+    accept: str = "alnum"  # which values are secrets: "alnum" (a letter or digit), "token_shaped"
 
 
+def _words(words: tuple[str, ...]) -> bytes:
+    return b"(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words, key=len, reverse=True)) + b")"
+
+
+_USER = rb"[^" + _DELIMITERS + rb"/@:?#]*"  # a URL's user: one class, ends at ':'
 FORMS = (
     Form("a password in a URL (user:password@host)",
-         # '://', a user (one class, ends at ':'), then a password up to '@'; not a port followed by a path
-         (re.compile(rb"://[^" + _DELIMITERS + rb"/@:?#]*:(?![0-9]{1,5}(?:[/?#]|$))(?P<secret>[^"
-                     + _DELIMITERS + rb"@:]+)@"),)),
+         # '://', a user, then a password up to '@'; not a port followed by a path. The second pattern takes
+         # what RFC 3986 allows in a password beyond the first (':' and "'"), bounded, so that no run of
+         # "://x:" costs more than its 128 characters
+         (re.compile(rb"://" + _USER + rb":" + _PORT_THEN_PATH + rb"(?P<secret>[^" + _DELIMITERS + rb"@:]+)@"),
+          re.compile(rb"://" + _USER + rb":" + _PORT_THEN_PATH + rb"(?P<secret>[^\s\"<>`@]{1,128})@"))),
     Form("a credential as name=value or \"name\": value (access_token=, api_key=, X-Amz-Signature=, sig=, "
          "AccountKey=, password=, ...)", _named_patterns()),
     Form("a bearer token", (re.compile(rb"bearer[ \t]+(?P<secret>" + _TOKEN + rb")"),)),
     Form("credentials in an Authorization header",
          (re.compile(rb"authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[a-z]+[ \t]+)?(?P<secret>" + _TOKEN + rb")"),)),
+    Form("a token as a URL's whole user (https://TOKEN@host)",
+         # no ':' in the userinfo, 16 characters or more, letters and digits both (token_shaped): not "git@"
+         (re.compile(rb"://(?P<secret>[^" + _DELIMITERS + rb"/@:?#]{16,})@"),), accept="token_shaped"),
+    Form("a credential in a query string (accessToken=, apiKey=, X-Amz-Signature%3D, ...)",
+         # after ?, & or ; (or their percent-encoded %3F, %26, in a URL inside a URL): a name ending in a
+         # secret's word (a bounded lazy prefix: an attempt fails within the name, never over a value), then =
+         # or %3D
+         (re.compile(rb"(?:[?&;]|%3f|%26)[a-z0-9_.-]{0,40}?" + _words(QUERY_WORDS) + rb"(?:=|%3d)(?P<secret>"
+                     + _VALUE + rb")"),)),
+    Form("credentials in an API-key header (X-API-Key:, Private-Token:, ...)",
+         tuple(re.compile(re.escape(w.encode()) + rb"(?<=-" + re.escape(w.encode()) + rb")[\"']?[ \t]*:[ \t]*[\"']?"
+                          rb"(?P<secret>[^" + _DELIMITERS + rb",;]{8,})") for w in HEADER_WORDS)),
 )
 _ALNUM = re.compile(rb"[a-z0-9]")
+_ACCEPT = {"alnum": lambda v: _ALNUM.search(v) is not None,
+           # a token's shape (ghp_..., a hex or base64 string): letters and digits both
+           "token_shaped": lambda v: re.search(rb"[0-9]", v) is not None and re.search(rb"[a-z]", v) is not None}
 
 
 def _encoded(text: str) -> bytes:
@@ -110,7 +146,7 @@ def _spans(form: Form, lowered: bytes):
     """The (start, end) byte offsets of the secrets ``form`` finds (values with a letter or digit)."""
     for pattern in form.patterns:
         for match in pattern.finditer(lowered):
-            if _ALNUM.search(match.group("secret")):
+            if _ACCEPT[form.accept](match.group("secret")):
                 yield match.span("secret")
 
 

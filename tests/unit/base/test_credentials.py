@@ -51,6 +51,25 @@ FOUND = [
     ("curl -H 'Authorization: Basic dXNlcjpwYXNzd29yZA=='", "dXNlcjpwYXNzd29yZA=="),
     ("token bearer ghp_16C7e42F292c6912E7710c838347Ae178B4a", "ghp_16C7e42F292c6912E7710c838347Ae178B4a"),
 ]
+# The forms issue 52's probe found passing the load check (each failed before its pattern): characters RFC 3986
+# allows in a password, a token as the whole userinfo, camelCase and unusual query names, percent-encoded
+# signatures inside a URL inside a URL, API-key headers.
+FOUND_52 = [
+    ("https://deploy:pa:ss:w0rd@git.example/repo", "pa:ss:w0rd"),
+    ("s3://AKIAIOSFODNN7EXAMPLE:it'sK7MD+bPx@bucket/data", "it'sK7MD+bPx"),
+    ("https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r.git", "ghp_16C7e42F292c6912E7710c838347Ae178B4a"),
+    ("https://api.example/v1?accessToken=ya29a0AfH6SMBx3", "ya29a0AfH6SMBx3"),
+    ("https://api.example/v1?q=1&clientSecret=cs9a8b7c6d", "cs9a8b7c6d"),
+    ("https://api.example/v1?q=1&apiKey=AIzaSyD9tSrke72I6e", "AIzaSyD9tSrke72I6e"),
+    ("https://api.example/v1?sessionToken=FQoGZXIvYXdzE", "FQoGZXIvYXdzE"),
+    ("https://api.example/v1?auth=Zm9vOmJhcg", "Zm9vOmJhcg"),
+    ("https://h/login?next=https%3A%2F%2Fb.s3.amazonaws.com%2Fk%3FX-Amz-Signature%3Dfe5f80f77d5fa3be", "fe5f80f77d5fa3be"),
+    ("https://h/r?u=https%3A%2F%2Facct.blob.core.windows.net%2Fc%3Fsv%3D1%26sig%3DZm9vYmFy", "Zm9vYmFy"),
+    ("curl -H 'X-API-Key: 9a8b7c6d5e4f3a2b'", "9a8b7c6d5e4f3a2b"),
+    ("Private-Token: glpat-abcdefgh12345678", "glpat-abcdefgh12345678"),
+    ("Ocp-Apim-Subscription-Key: 0123456789abcdef0123", "0123456789abcdef0123"),
+    ('{"X-Auth-Token": "gAAAAABk1aBcDeFg"}', "gAAAAABk1aBcDeFg"),
+]
 
 LEFT_ALONE = [
     "rank 1: RuntimeError: https://127.0.0.1:8333/bucket/key.tar size=5 key_count=3",
@@ -60,6 +79,9 @@ LEFT_ALONE = [
     "loss=0.25 lr=0.1 monkey=3 sort_order=asc samples/s=123.4",
     "the bearer of bad news",
     "scenarios/x.toml: [storage_options.s3] password: unknown key; allowed: url, endpoint_url",
+    "https://my-long-user-name-here@host/x",  # a long user name, no digit: not a token's shape
+    "https://h/x?page=2&sort=asc&sv=2021-08-06",
+    "x-request-id: 42",
 ]
 
 
@@ -69,6 +91,18 @@ def test_every_form_is_found_and_masked(text, secret):
     assert secret not in masked and "***" in masked
     assert credentials.held_credential(text) is not None
     assert secret in credentials.secrets_in(text)
+
+
+@pytest.mark.parametrize("text, secret", FOUND_52, ids=[t[:40] for t, _ in FOUND_52])
+def test_the_forms_the_third_probe_found_are_masked_and_refused_at_load(text, secret):
+    from harness.experiment import scenario
+
+    masked = credentials.mask(text, "***")
+    assert secret.lower() not in masked.lower() and "***" in masked
+    doc = {"description": text, "matrix": {"framework": "torch_ddp", "workload": "resnet50", "size": "tiny"}}
+    with pytest.raises(UserError, match="description: holds ") as info:
+        scenario.parse(doc, "s.toml")
+    assert "\n" not in str(info.value) and secret not in str(info.value)
 
 
 @pytest.mark.parametrize("text", LEFT_ALONE)
