@@ -45,16 +45,21 @@ class Where:
     def text(self) -> str:
         c, b = self.current, self.baseline
         rank = f" rank {c.rank}" if c.rank is not None else ""
-        words = f"slowest: host {c.host}{rank}, {c.score:.2f}x the median rank"
+        words = f"slowest: host {c.host}{rank}, {_times(c.score, 'the median rank')}"
         if b is not None:
             same = b.host == c.host and b.rank == c.rank
-            words += f" (baseline: {'the same' if same else f'host {b.host}' + (f' rank {b.rank}' if b.rank is not None else '')}, {b.score:.2f}x)"
+            words += f" (baseline: {'the same' if same else f'host {b.host}' + (f' rank {b.rank}' if b.rank is not None else '')}, {_times(b.score, '')})"
         if self.phase:
             grew = self.phase_current_s / self.phase_baseline_s - 1 if self.phase_baseline_s > 0 else math.inf
             share = f"{grew:+.0%}" if math.isfinite(grew) else "from none"
             words += (f"; its {self.phase} grew most: {self.phase_baseline_s:.4g} -> {self.phase_current_s:.4g} "
                       f"s/step ({share})")
         return words
+
+
+def _times(score: float, of: str) -> str:
+    """A straggler score as "1.25x ..."; a table without one (an empty cell) says so, not "nanx"."""
+    return f"{score:.2f}x{' ' + of if of else ''}" if math.isfinite(score) else "no score recorded"
 
 
 def _measured(rows: pd.DataFrame) -> pd.DataFrame:

@@ -139,3 +139,14 @@ def test_names_descriptions_and_strings_have_a_length_limit(doc, key):
     with pytest.raises(UserError, match=rf"{key}: must be at most [0-9,]+ characters, got") as info:
         scenario.parse({"matrix": {**MINIMAL, "launcher": "kubernetes"}, **doc}, "s.toml")
     assert "\n" not in str(info.value)
+
+
+def test_a_straggler_without_a_score_says_so_not_nanx():
+    """A row with a slowest host but an empty straggler_score printed "nanx the median rank" (issue 52's sink fuzz)."""
+    import math
+
+    from harness.gate.where import Straggler, Where
+
+    text = Where(Straggler("m1", 0, math.nan), Straggler("m2", None, math.nan)).text()
+    assert "nan" not in text and text.count("no score recorded") == 2
+    assert "1.25x the median rank" in Where(Straggler("m1", 0, 1.25), None).text()
