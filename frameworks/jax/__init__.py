@@ -3,7 +3,8 @@ CPU), one ``shard_map`` step over every process's device, launched by mpirun, in
 (tools/envs/jax.txt: JAX needs NumPy 2, which Chainer in .venv cannot have).
 
 worker.py is the entry point, runtime.py the process (XLA's flags, the distributed join, versions), training.py
-the optimizer, step and checksum, models.py ResNet-50 v1.5 in Flax, probe.py the equivalence probe.
+the optimizer, step and checksum, mesh.py strategy mesh (a data x model mesh), models.py ResNet-50 v1.5 in Flax,
+probe.py the equivalence probe.
 """
 
 from harness.contract.axes import Compile, Device, Storage, Strategy, Workload
@@ -22,7 +23,9 @@ INFO = FrameworkInfo(
     family="jax",
     environment="jax",
     workloads=(Workload.RESNET50,),
-    strategies=(Strategy.ALLREDUCE,),  # the mean gradient every step (lax.pmean inside the shard_map)
+    # allreduce: the mean gradient every step (lax.pmean inside the shard_map); mesh: a data x model mesh, the
+    # state sharded along the model axis (mesh.py)
+    strategies=(Strategy.ALLREDUCE, Strategy.MESH),
     storage=(Storage.SYNTHETIC,),  # the fixed batch only: no JAX input pipeline yet
     devices=(Device.CPU,),  # the environment has no CUDA plugin (jax[cuda12]) yet
     # XLA compiles the step whatever compile says (JAX has no eager training loop to compare): the compilation is

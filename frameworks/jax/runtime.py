@@ -6,10 +6,12 @@ Import this module before anything imports ``jax``: XLA reads its flags once, wh
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import time
 from pathlib import Path
+from typing import Callable
 
 # One rank per core (the launcher's OMP_NUM_THREADS = cores / ranks): XLA's CPU backend would otherwise run a thread
 # pool over every core in each rank, oversubscribing the machine as many times as there are ranks.
@@ -55,6 +57,22 @@ def join(world_size: int) -> tuple[int, int, float]:
         raise RuntimeError(f"jax.distributed: process {jax.process_index()} of {jax.process_count()}, "
                            f"the launcher said {rank} of {world}")
     return rank, world, time.perf_counter() - started
+
+
+BARRIER_TIMEOUT_S = 900  # a rank's XLA compilation on a busy machine: minutes (the ranks' first barrier waits it)
+
+
+def barrier(world: int) -> Callable[[], None]:
+    """A barrier of all ranks through jax.distributed's coordination service (its key-value store, as JAX's own
+    checkpointing waits), not a collective: Gloo makes its context at the first collective and gives up after
+    30 s, which a rank still compiling on 2 busy cores exceeded (seen at load 25)."""
+    if world == 1:
+        return lambda: None
+    from jax._src import distributed  # the client jax.distributed.initialize made
+
+    count = itertools.count()
+    return lambda: distributed.global_state.client.wait_at_barrier(f"rosetta-{next(count)}",
+                                                                  timeout_in_ms=BARRIER_TIMEOUT_S * 1000)
 
 
 def versions() -> dict[str, str]:

@@ -85,6 +85,8 @@ class Strategy(str, Enum):
     # layers' weight matrices split across ranks (Megatron-LM style)
     TENSOR_PARALLEL = StrategyKind("tensor_parallel", batch_through_all_ranks=True)
     HYBRID = StrategyKind("hybrid")  # data-parallel convolutions, model-parallel classifier (Krizhevsky 2014)
+    # a data x model device mesh (Mesh-TensorFlow; JAX's GSPMD): parameters sharded along the model axis
+    MESH = StrategyKind("mesh", strategy_options.MeshOptions)
 
 
 STRATEGIES: Registry[StrategyKind] = Registry.of_enum("strategy", Strategy, lambda member: member.kind)

@@ -101,6 +101,15 @@ class PipelineBalance(str, Enum):
 
 
 @dataclass(frozen=True)
+class MeshOptions:
+    """A 2-D device mesh (Mesh-TensorFlow's layouts, JAX's ``jax.sharding``): ``model`` ranks along the model axis,
+    world / model along the data axis; parameters and optimizer state split along the model axis, each rank's
+    batch its own (the batch split along both axes)."""
+
+    model: int = field(default=2, metadata={"min": 1, "max": 4096})  # must divide the world size
+
+
+@dataclass(frozen=True)
 class PipelineOptions:
     """One stage per rank (torch.distributed.pipelining); each step's batch cut into microbatches."""
 

@@ -26,13 +26,17 @@ ONE_HOST = tuple(strategy for strategy in Strategy if strategy.kind.one_host)
 
 def placement_reason(strategy: Strategy, options: Mapping[str, Any], nodes: int, world_size: int) -> str | None:
     """Why a run of ``strategy`` cannot be placed on ``nodes`` nodes of ``world_size`` processes, or None:
-    a one-host strategy on several nodes, more parameter servers than processes to host them."""
+    a one-host strategy on several nodes, more parameter servers than processes to host them, a mesh whose
+    model axis does not divide the processes into rows."""
     if strategy in ONE_HOST and nodes > 1:
         return f"strategy {strategy.value} shares one model in one host's memory; the run asks for {nodes} nodes"
     servers = int(options.get("servers", 1))
     if servers > world_size:
         return (f"strategy {strategy.value} with {servers} servers needs as many processes to host them, "
                 f"not {world_size}")
+    model = int(options.get("model", 1)) if strategy == Strategy.MESH else 1
+    if world_size % model:
+        return f"strategy mesh: model = {model} does not divide the world size {world_size}"
     return None
 
 

@@ -1,5 +1,6 @@
 """A real JAX run in its own environment (tools/envs/jax.txt, NumPy 2 beside .venv's NumPy 1.26): mpirun starts 2
-processes with that environment's interpreter, they join by jax.distributed and average gradients over Gloo."""
+processes with that environment's interpreter, they join by jax.distributed and average gradients over Gloo; then
+the same 2 processes as a data x model mesh, the training state split between them."""
 
 from __future__ import annotations
 
@@ -31,14 +32,15 @@ def jax_environment() -> Path:
     return python_envs.location("jax")
 
 
-def test_two_jax_processes_train_resnet50_with_the_same_weights(jax_environment, write_scenario, tmp_path,
+def test_two_jax_processes_train_resnet50_data_parallel_and_as_a_mesh(jax_environment, write_scenario, tmp_path,
                                                                monkeypatch):
     # compiled programs kept between test runs (outside the clone, as the environment is): XLA's compilation of
     # the ResNet-50 step takes minutes on 2 busy cores; the compile record is then the cache's load
     monkeypatch.setenv("ROSETTA_JAX_COMPILE_CACHE", str(Path.home() / ".cache" / "rosetta" / "jax-compile"))
-    text = tiny_scenario("jax-tiny", settings={"measured_steps": 2},
-                         matrix={"framework": "jax", "procs_per_node": 2})
-    (row,) = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    # timeout: a cold compilation takes minutes on 2 busy cores (190 s a rank at load 10)
+    text = tiny_scenario("jax-tiny", settings={"measured_steps": 2, "timeout_s": 900},
+                         matrix={"framework": "jax", "procs_per_node": 2, "strategy": ["allreduce", "mesh"]})
+    row, mesh = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
     assert row["status"] == "ok", row["reason"]
     assert row["launcher"] == "mpirun" and row["world_size"] == 2 and row["samples_measured"] == 2 * 2 * 2
     assert row["weights_consistent"] is True and row["parameters"] == 25_557_032
@@ -55,3 +57,12 @@ def test_two_jax_processes_train_resnet50_with_the_same_weights(jax_environment,
     assert all(h["versions"]["numpy"].startswith("2.") for h in hellos)  # NumPy 2 there, 1.26 in the harness
     losses = next(e for e in ranks[0] if e["event"] == "losses")["values"]
     assert losses[1] != losses[0]  # every step trained
+    # the mesh (data 1 x model 2): each rank holds about half of the training state, the same model trained
+    assert mesh["status"] == "ok", mesh["reason"]
+    assert mesh["strategy"] == "mesh" and mesh["weights_consistent"] is True and mesh["parameters"] == 25_557_032
+    records = [[json.loads(line) for line in (Path(mesh["run_dir"]) / f"events-rank{r}.jsonl").read_text()
+                .splitlines()] for r in range(2)]
+    layouts = [next(e for e in events if e["event"] == "mesh") for events in records]
+    assert {json.dumps(e["axes"]) for e in layouts} == {json.dumps({"data": 1, "model": 2})}
+    whole = 2 * 4 * 25_557_032  # parameters and momentum, fp32 (BatchNorm's statistics: 0.2% more)
+    assert all(0.45 * whole < e["state_bytes_per_rank"] < 0.55 * whole for e in layouts), layouts

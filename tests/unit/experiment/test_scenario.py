@@ -7,7 +7,7 @@ import pytest
 
 import frameworks
 from harness.base.errors import UserError
-from harness.contract.axes import Workload
+from harness.contract.axes import Strategy, Workload
 from harness.experiment import scenario
 from tests.helpers import REPO
 
@@ -129,3 +129,15 @@ def test_plan_shows_what_varies_and_folds_the_rest(monkeypatch, capsys):
     header = next(line for line in out.splitlines() if "strategy" in line and "network" in line)
     assert "framework" not in header  # one value: folded into the title
     assert "framework = torch_ddp" in out and out.count("100mbit") == 3
+
+
+def test_a_mesh_whose_model_axis_does_not_divide_the_world_is_skipped_saying_why(write_scenario):
+    from harness.experiment.strategies import placement_reason
+
+    text = GOOD.replace('framework = "torch_ddp"', 'framework = "jax"\nstrategy = "mesh"') + \
+        "[strategy_options.mesh]\nmodel = 2\n"
+    sc = scenario.load(write_scenario(text))
+    assert dict(sc.strategy_options[Strategy.MESH].__dict__) == {"model": 2}
+    assert placement_reason(Strategy.MESH, {"model": 2}, nodes=1, world_size=3) == \
+        "strategy mesh: model = 2 does not divide the world size 3"
+    assert placement_reason(Strategy.MESH, {"model": 2}, nodes=1, world_size=4) is None
