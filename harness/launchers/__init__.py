@@ -43,6 +43,7 @@ REGISTRY: dict[str, str] = {
     "podman": "harness.launchers.podman",
     "azureml": "harness.launchers.azureml",
     "ray": "harness.launchers.ray",
+    "spark": "harness.launchers.spark",
 }
 LAUNCHERS: Registry[ModuleType] = Registry("launcher", REGISTRY)
 AUTO = "auto"  # the framework's own default launcher
