@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.doctor import check, probes
+from harness.doctor import check, judge, probes
 from harness.experiment import scenario
 from harness.launchers.hosts import namespace_hosts
 from harness.machines.faults import FaultKind
@@ -80,6 +80,8 @@ def main() -> None:
                          f"| {'yes' if right else 'no'} | {evidence} | {len(done.findings)} | {seconds:.0f} s | "
                          f"{load:.1f} |")
             print(lines[-1], flush=True)
+            for v in done.findings:  # every finding, not only the first: what a wrong first one hid
+                print(f"    {check.blame(v)}: {v.evidence()} (margin {judge.margin(v):.2f})", flush=True)
     report(lines, args)
 
 
