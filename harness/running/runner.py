@@ -59,6 +59,9 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
     results_dir = Path(results_dir).absolute()
     specs = expand(scenario)
     if resume:
+        # what a killed harness left in clear, first, whether or not the resume goes on (a sweep another
+        # harness holds is left alone: its runs are not over)
+        scrub_unfinished(results_dir)
         sweep_id, _ = resumable_sweep(results_dir, scenario.name)
     else:
         sweep_id = new_sweep_id()
@@ -68,7 +71,6 @@ def run_sweep(scenario: Scenario, results_dir: Path, observer: Observer | None =
     # held from reading what is done to the last run: a second --resume at once would run the same runs
     with sweep_lock(results_dir, sweep_dir):
         if resume:
-            scrub_unfinished(results_dir, held=sweep_dir)  # what a killed harness left in clear
             done = completed(results_dir, sweep_id)
             check_same_plan(results_dir, sweep_id, specs)
             specs = [s for s in specs if (s.config_id(), s.repeat) not in done]
@@ -176,11 +178,18 @@ def scrub_unfinished(results_dir: Path, held: Path | None = None) -> list[Path]:
             continue
         if run_dir.is_dir() and not run_dir.is_symlink() and not (run_dir / "row.json").exists():
             rewritten += redact.scrub_folder(run_dir)
-            _make_readable(run_dir / LAUNCHER_LOG)
+            # private still: this shell's environment may lack the variables the killed run had, whose values
+            # the scrub cannot know (issue 52), so the log is not made readable to others
+            _make_private(run_dir / LAUNCHER_LOG)
     return rewritten
 
 
 LAUNCHER_LOG = "launcher.log"
+
+
+def _make_private(path: Path) -> None:
+    if path.is_file() and not path.is_symlink():
+        os.chmod(path, 0o600)
 
 
 def _running(sweep_dir: Path) -> bool:

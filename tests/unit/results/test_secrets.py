@@ -194,7 +194,8 @@ def test_files_of_a_run_that_never_finished_are_scrubbed_by_rebuild(monkeypatch,
     assert "masked credentials in 3 files of runs that never finished" in capsys.readouterr().out
     for name in leftovers:
         assert secret not in (killed / name).read_text(), name
-    assert (killed / "launcher.log").stat().st_mode & 0o777 == 0o666 & ~results.umask()
+    # private still (issue 52): the scrub knows this shell's secrets, not those of the shell the run was killed in
+    assert (killed / "launcher.log").stat().st_mode & 0o777 == 0o600
 
 
 KILLED = """
