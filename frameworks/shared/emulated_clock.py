@@ -74,10 +74,14 @@ class StepFactors:
         self.factors = [float(f) for f in emulation.get("step_factors") or (1.0,)]
         self.random = random.Random(f"{seed}/{rank}")
         self.emulation, self.rank, self.steps = emulation, rank, 0
+        self.gpus = int(emulation.get("gpus_per_rank", 1))  # a process standing for G GPUs of its host
 
     def draw(self) -> float:
+        """This step's factor; a process standing for G GPUs takes the slowest of G draws (its in-host
+        reduction waits for the last of them, as a host's GPUs' would)."""
         self.steps += 1
-        return self.random.choice(self.factors) * faults.compute_factor(self.emulation, self.rank, self.steps - 1)
+        drawn = max(self.random.choice(self.factors) for _ in range(self.gpus))
+        return drawn * faults.compute_factor(self.emulation, self.rank, self.steps - 1)
 
 
 def cumulative(durations: list[float]) -> list[float]:
@@ -326,6 +330,7 @@ class Watch:
                     slept_s=planned - late / k, late_s=late, dilation=k, exchange=emulation["exchange"],
                     step_variation=emulation.get("step_variation"),
                     intra_link=emulation["intra_link"], inter_link=emulation["inter_link"],
+                    gpus_per_rank=emulation.get("gpus_per_rank", 1), gradient_scale=emulation.get("gradient_scale", 1),
                     au=compute_s * k * steps / window["seconds"], au_threshold=emulation["au_threshold"],
                     step=emulation["step"], source=emulation["source"], **self.cpu.end(window["seconds"], 0),
                     **apart)

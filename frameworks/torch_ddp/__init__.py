@@ -9,6 +9,7 @@ from harness.contract.axes import (
     Device,
     MemoryFormat,
     Precision,
+    Reduction,
     Storage,
     Strategy,
     Workload,
@@ -64,4 +65,8 @@ INFO = FrameworkInfo(
     emulated_exchanges=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.FP16, Strategy.POWERSGD,
                         Strategy.HIERARCHICAL, Strategy.LOCAL_SGD, Strategy.BMUF, Strategy.PS_SYNC,
                         Strategy.PS_ASYNC),
+    # a process for G GPUs of its host (their in-host reduction timed from the intra link, the reducer's
+    # allreduce across the host processes real) and gradients 1/s of their size over links s times slower:
+    # the DDP allreduce only (shared/pytorch/emulated_host.py)
+    emulated_reductions=(Reduction.GPUS_PER_RANK, Reduction.GRADIENT_SCALE),
 )

@@ -101,13 +101,15 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
     # an emulated rank's gradients live in DDP's buckets: on a GPU the copy between them is the device's,
     # here it would be this machine's memory (ResNet-50's: 102 MB of a rank's 564 MB, measured)
     strategy = wrapping.build(spec.strategy, dict(spec.strategy_options), model, started.device_ids,
-                              bucket_view=emulated)
+                              bucket_view=emulated, emulation=dict(spec.emulation) if emulated else None,
+                              nodes=spec.nodes)
     optimizer = make_optimizer(spec, strategy.module)
     # data parallelism: this rank's share; tensor parallelism: the one batch every rank works on
     next_batch, meter, data = batch_source(spec, *((0, 1) if strategy.one_batch else (rank, world)), device)
     # tensor parallelism: rank 0 counts the batch every rank works on; a batch's tokens where samples are tokens
     samples = 0 if strategy.one_batch and rank > 0 else samples_per_step(spec.workload, spec.workload_options,
                                                                          spec.batch_per_worker)
+    samples *= int(spec.emulation.get("gpus_per_rank", 1))  # a process standing for G GPUs: their batches
     trained = numerics.maybe_compile(spec, strategy.module)
     step = (emulated_gradients.training_step(trained, model, optimizer, next_batch, strategy.after_step) if emulated
             else training_step(spec, trained, optimizer, device.type, next_batch, strategy.after_step))

@@ -215,6 +215,20 @@ class StepVariation(str, Enum):
     NONE = "none"  # every step exactly the profile's time
 
 
+class Reduction(str, Enum):
+    """How an emulated cluster is made smaller than one process a GPU holding the whole model
+    (``[emulation]``; harness.machines.emulated_cluster, docs/scaling.md "Beyond one rank per GPU")."""
+
+    GPUS_PER_RANK = "gpus_per_rank"  # one process stands for G GPUs of its host, their in-host reduction timed
+    GRADIENT_SCALE = "gradient_scale"  # gradients 1/s of their size over links s times slower
+
+
+def reductions(emulation: Mapping[str, Any]) -> tuple[Reduction, ...]:
+    """The reductions a run's ``emulation`` mapping (or ``[emulation]`` options) asks for."""
+    get = emulation.get if isinstance(emulation, Mapping) else (lambda k, d: getattr(emulation, k, d))
+    return tuple(r for r in Reduction if float(get(r.value, 1) or 1) > 1)
+
+
 def exchanges_gradients(emulation: Mapping[str, Any]) -> bool:
     """Whether a run's ``emulation`` mapping is an emulated cluster's (else MLPerf Storage's barrier, or none)."""
     return emulation.get("exchange") == Exchange.GRADIENTS

@@ -17,10 +17,12 @@ from harness.contract.axes import (
     Device,
     MemoryFormat,
     Precision,
+    Reduction,
     Storage,
     Strategy,
     Workload,
     exchanges_gradients,
+    reductions,
 )
 from harness.contract.workloads import WORKLOADS
 
@@ -77,6 +79,11 @@ class FrameworkInfo:
     # This machine's CPU work per byte an emulated rank exchanges, relative to gloo's ring over local TCP
     # (emulated_cluster.CPU_S_PER_EXCHANGED_BYTE): sizes the automatic dilation k.
     emulated_exchange_cpu_cost: float = 1.0
+    # How an emulated cluster of this framework may be made smaller than one process a GPU (harness.contract.axes
+    # .Reduction: a process standing for its host's G GPUs, gradients 1/s of their size over links s times
+    # slower), and with which strategies: the reduction's in-host exchange is the framework's own code here
+    emulated_reductions: tuple[Reduction, ...] = ()
+    emulated_reduction_strategies: tuple[Strategy, ...] = (Strategy.ALLREDUCE,)
 
     def missing_modules(self, workload: Workload | None = None) -> list[str]:
         """Required modules that cannot be found in its environment (no import is done)."""
@@ -124,6 +131,19 @@ class FrameworkInfo:
             return f"workload {workload.value} trains on synthetic token ids only (no dataset reader): storage synthetic"
         if device == Device.EMULATED and device not in self.devices:
             return f"{self.name} has no emulated accelerators (device emulated is not among its devices)"
+        return None
+
+    def unsupported_reduction(self, strategy: Strategy, emulation: Mapping[str, Any]) -> str | None:
+        """Why this framework's emulated cluster cannot run the reductions ``emulation`` asks for (gpus_per_rank,
+        gradient_scale) with ``strategy``; None when it asks for none or can."""
+        asked = reductions(emulation)
+        missing = [r.value for r in asked if r not in self.emulated_reductions]
+        if missing:
+            return (f"{self.name} has no emulated cluster with {' or '.join(missing)} "
+                    f"(its emulated_reductions: {', '.join(r.value for r in self.emulated_reductions) or 'none'})")
+        if asked and strategy not in self.emulated_reduction_strategies:
+            return (f"{' and '.join(r.value for r in asked)} run in {self.name} with "
+                    f"{', '.join(s.value for s in self.emulated_reduction_strategies)} only, not {strategy.value}")
         return None
 
     def unsupported_exchange(self, strategy: Strategy, emulation: Mapping[str, Any]) -> str | None:

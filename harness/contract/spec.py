@@ -75,19 +75,25 @@ class RunSpec:
         return self.nodes * self.procs_per_node
 
     @property
+    def gpus(self) -> int:
+        """The GPUs the run stands for: its processes, or on an emulated cluster where each process stands
+        for ``gpus_per_rank`` GPUs of its host (docs/scaling.md), that many times them."""
+        return self.world_size * int(self.emulation.get("gpus_per_rank", 1))
+
+    @property
     def global_batch(self) -> int:
         """Samples per optimizer step. A pipeline's ranks are its stages and tensor parallelism's ranks hold
         parts of every layer: in both, one batch of ``batch_per_worker`` passes through all ranks."""
         if self.strategy.kind.batch_through_all_ranks:
             return self.batch_per_worker
-        return self.world_size * self.batch_per_worker
+        return self.gpus * self.batch_per_worker
 
     def dimensions(self) -> dict[str, Any]:
         """The configuration as tidy columns (one per dimension), without the repeat index."""
         return {
             "scenario": self.scenario, "framework": self.framework, "workload": self.workload.value,
             "size": self.size.value, "nodes": self.nodes, "procs_per_node": self.procs_per_node,
-            "world_size": self.world_size, "batch_per_worker": self.batch_per_worker,
+            "world_size": self.gpus, "batch_per_worker": self.batch_per_worker,  # GPUs: reports scale by them
             "global_batch": self.global_batch, "strategy": self.strategy.value,
             "storage": self.storage.value, "launcher": self.launcher, "network": self.network,
             "precision": self.precision.value, "memory_format": self.memory_format.value,

@@ -38,6 +38,7 @@ from harness.contract.axes import (
     Storage,
     Strategy,
     Workload,
+    reductions,
 )
 from harness.contract.workloads import WORKLOADS
 from harness.experiment import strategies
@@ -159,6 +160,7 @@ def parse(doc: Mapping[str, Any], file: str, default_name: str = "scenario") -> 
                         faults=faults.parse(doc.get("faults"), emulation, where))
     _check_sizes(scenario)
     _check_profiles(scenario, where)
+    _check_reductions(scenario, where)
     return scenario
 
 
@@ -192,6 +194,25 @@ def _check_profiles(scenario: Scenario, where: Where) -> None:
             raise where.sub("emulation").error("input_workers", f"the emulated host's loader stands for a real one: "
                                                                 f"with storage {combo['storage'].value} the ranks "
                                                                 f"read through their real loader (synthetic only)")
+
+
+def _check_reductions(scenario: Scenario, where: Where) -> None:
+    """An emulated cluster made smaller (gpus_per_rank, gradient_scale: docs/scaling.md) only where each run's
+    framework declares it (FrameworkInfo.emulated_reductions) and with its strategies; a process standing for
+    several GPUs makes no real batches (synthetic data) and carries no fault (faults are placed by GPU)."""
+    if scenario.emulation is None or not reductions(scenario.emulation):
+        return
+    here = where.sub("emulation")
+    for combo in combinations(scenario):
+        reason = frameworks.get(combo["framework"]).unsupported_reduction(combo["strategy"], scenario.emulation)
+        if reason:
+            raise here.error(reductions(scenario.emulation)[0].value, reason)
+    if scenario.emulation.gpus_per_rank > 1:
+        if any(c["storage"] != Storage.SYNTHETIC for c in combinations(scenario)):
+            raise here.error("gpus_per_rank", "a process standing for several GPUs reads no real batches: "
+                                              "storage synthetic only")
+        if scenario.faults is not None:
+            raise here.error("gpus_per_rank", "a [faults] table places its fault on one GPU: gpus_per_rank = 1")
 
 
 def _emulation(doc: Mapping[str, Any], settings: RunSettings, where: Where) -> EmulationOptions | None:

@@ -86,6 +86,12 @@ class EmulationOptions:
     # drawn per rank and step, so that a synchronous step waits for its slowest rank; none: every step exactly
     # the profile's time (a profile without a variation steps exactly either way)
     step_variation: StepVariation = StepVariation.MEASURED
+    # beyond one process a GPU (docs/scaling.md): each process stands for gpus_per_rank GPUs of its host (its
+    # host's GPUs: procs_per_node x gpus_per_rank), their in-host reduction timed from intra_link rather than
+    # run; and every gradient is exchanged at 1/gradient_scale of its size over links gradient_scale times
+    # slower (the same bandwidth term, the same buckets, the latencies unchanged). 1: the full-size emulation
+    gpus_per_rank: int = field(default=1, metadata={"min": 1, "max": 64})
+    gradient_scale: int = field(default=1, metadata={"min": 1, "max": 1024})
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> tuple[list[Profile], dict[str, float]]:
@@ -165,12 +171,14 @@ def resolve(options: EmulationOptions, workload: Workload, batch: int, precision
         resolved.update(_cluster(options, workload, size, nodes, procs_per_node, resolved["compute_s"],
                                  exchange_cpu_cost))
         resolved.update(_input(options, batch))
+        resolved.update(gpus_per_rank=options.gpus_per_rank, gradient_scale=options.gradient_scale)
         if options.step_variation == StepVariation.MEASURED and options.accelerator and not options.compute_s:
             resolved.update(_variation(nearest(options.accelerator, workload, batch, precision, profiles)))
     elif any((options.intra_link, options.inter_link, options.dilation, options.update_share, options.input_workers,
-             options.input_rate)):
-        raise UserError('emulation: links, dilation, update_share and input_workers need exchange = "gradients" '
-                        '(a barrier carries no bytes; its ranks read through their real loaders)')
+             options.input_rate, options.gpus_per_rank > 1, options.gradient_scale > 1)):
+        raise UserError('emulation: links, dilation, update_share, input_workers, gpus_per_rank and gradient_scale '
+                        'need exchange = "gradients" (a barrier carries no bytes; its ranks read through their '
+                        'real loaders)')
     return resolved
 
 
@@ -201,9 +209,12 @@ def _cluster(options: EmulationOptions, workload: Workload, size: Size, nodes: i
     intra = emulated_cluster.link(options.intra_link) if options.intra_link else None
     inter = emulated_cluster.link(options.inter_link) if options.inter_link else None
     grad = 4 * model_flops.weight_parameters(workload, WORKLOADS[workload].options(size))
-    exchange_s = emulated_cluster.undilated_exchange_s(intra, inter, nodes, procs_per_node, grad)
-    k = options.dilation or emulated_cluster.auto_dilation(nodes * procs_per_node, grad, exchange_s, compute_s,
-                                                           os.cpu_count() or 1, exchange_cpu_cost)
+    gpus_per_host = procs_per_node * options.gpus_per_rank  # the emulated cluster's, whatever its processes
+    exchange_s = emulated_cluster.undilated_exchange_s(intra, inter, nodes, gpus_per_host, grad)
+    # this machine's CPU work: its processes, each making and exchanging 1/gradient_scale of the gradient
+    k = options.dilation or emulated_cluster.auto_dilation(nodes * procs_per_node, grad / options.gradient_scale,
+                                                           exchange_s, compute_s, os.cpu_count() or 1,
+                                                           exchange_cpu_cost)
     # link_exchange_s: the links' own time for a ring allreduce of the gradients (undilated), against which
     # a run tells an exchange this machine's CPU held back (harness.running.emulation_fields)
     return {"exchange": Exchange.GRADIENTS.value, "intra_link": options.intra_link,

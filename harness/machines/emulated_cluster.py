@@ -77,6 +77,28 @@ def ring_allreduce_s(link_: Link, ranks: int, nbytes: float) -> float:
     return 2 * (ranks - 1) * link_.latency_s + 2 * (ranks - 1) / ranks * nbytes / link_.bandwidth_Bps
 
 
+def in_host_floor_s(intra: Link | None, gpus: int, nbytes: float) -> float:
+    """A ring allreduce through ``gpus`` GPUs can go no faster than its in-host hops over ``intra`` (s,
+    undilated): what a process standing for its host's GPUs (``gpus_per_rank``) times rather than runs; no
+    link: 0."""
+    return ring_allreduce_s(intra, gpus, nbytes) if intra is not None else 0.0
+
+
+def ring_share(processes: int, gpus: int) -> float:
+    """The bytes each hop of a ring among ``processes`` carries over those of a ring through all ``gpus``
+    ((P-1)/P over (W-1)/W): a reduced cluster's links run at this fraction of their rate, so that its
+    processes' real ring takes the bandwidth time of the ring through every GPU (1: no reduction)."""
+    if processes < 2 or gpus <= processes:
+        return 1.0
+    return ((processes - 1) / processes) / ((gpus - 1) / gpus)
+
+
+def missing_ring_steps(processes: int, gpus: int) -> int:
+    """The latency steps a ring through ``gpus`` GPUs has beyond a ring among ``processes``: 2(W-1) - 2(P-1),
+    which a reduced cluster's in-host reduction adds, each at its ring's slowest hop's latency."""
+    return 2 * (gpus - max(processes, 1)) if gpus > processes else 0
+
+
 def undilated_exchange_s(intra: Link | None, inter: Link | None, nodes: int, procs_per_node: int,
                          gradient_bytes: float) -> float:
     """The slowest link's share of one step's ring allreduce, undilated (s): what k must stretch."""
@@ -152,11 +174,16 @@ def shaping(emulation: Mapping[str, Any], prefix: tuple[str, ...], interface: st
     run's), and the links' latencies (its delay line, with ``python``); a fault planted on its network card
     changes its inter link (harness.machines.faults.link)."""
     k = float(emulation["dilation"])
+    # gradients 1/s of their size: the links' rates 1/s; processes standing for G GPUs each: their ring's
+    # hops carry less than the ring through every GPU would, so the links are slower by as much
+    processes = nodes * procs_per_node
+    slower = int(emulation.get("gradient_scale", 1)) / ring_share(processes, processes * int(emulation.get(
+        "gpus_per_rank", 1)))
     inter, intra = emulation.get("inter_link"), emulation.get("intra_link")
     links = {interface: faults.link(emulation, host, link(inter)) if inter and nodes > 1 else None,
              "lo": link(intra) if intra and procs_per_node > 1 else None}
     shares = {interface: 1, "lo": procs_per_node}
-    rates = tuple((*prefix, *(tbf_argv(iface, link_, k, share=shares[iface]) if link_
+    rates = tuple((*prefix, *(tbf_argv(iface, link_, k * slower, share=shares[iface]) if link_
                               else network.shaping_argv(iface, network.UNLIMITED))) for iface, link_ in links.items())
     delays = {iface: link_.latency_s * k for iface, link_ in links.items() if link_ and link_.latency_s > 0}
     return (*rates, (*prefix, *delay_line_argv(python, delays)), (*prefix, *tcp_argv(links[interface])))

@@ -69,6 +69,8 @@ def cluster_fields(reported: list[dict[str, Any]]) -> dict[str, Any]:
     return {**loader, "exchange": Exchange.GRADIENTS.value, "dilation": k,
             "step_variation": reported[0].get("step_variation"),
             "intra_link": reported[0]["intra_link"] or None, "inter_link": reported[0]["inter_link"] or None,
+            # the reductions (docs/scaling.md): GPUs a process stood for, the gradients' size divisor (1: none)
+            "gpus_per_rank": reported[0].get("gpus_per_rank", 1), "gradient_scale": reported[0].get("gradient_scale", 1),
             "emulation_late_s": max(e["late_s"] for e in reported) / k,
             "exchange_s": exchange_s / k if exchange_s is not None else None, "exchange_cpu_busy": exchange_busy,
             "emulation_saturated": bool((busy is not None and busy >= emulated_cluster.SATURATED_CPU)

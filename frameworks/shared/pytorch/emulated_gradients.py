@@ -131,9 +131,32 @@ def _counter_name(model: nn.Module, name: str) -> str:
 
 
 def build(spec: RunSpec, rank: int) -> EmulatedModel:
-    """Rank ``rank``'s emulated model: the real one (the seed's weights) with its layers' shares of the step."""
-    model = build_model(spec.workload, dict(spec.workload_options))
+    """Rank ``rank``'s emulated model: the real one (the seed's weights) with its layers' shares of the step;
+    with ``gradient_scale`` s > 1 in the run's emulation, :func:`scaled_model`."""
+    scale = int(spec.emulation.get("gradient_scale", 1))
+    model = (build_model(spec.workload, dict(spec.workload_options)) if scale == 1
+             else scaled_model(spec, scale))
     return EmulatedModel(model, layer_shares(spec), spec.emulation, StepFactors(spec.emulation, spec.seed, rank))
+
+
+def scaled_model(spec: RunSpec, scale: int) -> nn.Module:
+    """The real model's modules, each parameter a flat tensor of ceil(n / ``scale``) of its n elements (the
+    same tensors in the same order, so DDP's buckets, capped at 1/s of theirs, are as many), the buffers
+    full-size (BatchNorm's statistics: small). Built on the meta device first, so that no full-size
+    parameter is ever allocated (a rank's memory is what the reduction is for); the values are the seed's
+    draws (DDP broadcasts rank 0's)."""
+    with torch.device("meta"):
+        model = build_model(spec.workload, dict(spec.workload_options))
+    generator = torch.Generator().manual_seed(spec.seed)
+    for module in model.modules():
+        for name, param in list(module._parameters.items()):
+            if param is not None:
+                size = -(-param.numel() // scale)
+                module._parameters[name] = nn.Parameter(torch.randn(size, generator=generator) * 0.01)
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None:
+                module._buffers[name] = torch.zeros(buffer.shape, dtype=buffer.dtype)
+    return model
 
 
 def applies(spec: RunSpec) -> bool:

@@ -18,6 +18,7 @@ from torch.distributed.algorithms.model_averaging.averagers import PeriodicModel
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from frameworks.shared.pytorch import emulated_host
 from frameworks.shared.pytorch.training import dense_bytes
 from frameworks.torch_ddp.strategies import hierarchical
 from frameworks.torch_ddp.strategies.bmuf import BlockMomentum
@@ -82,9 +83,13 @@ class TrainingStrategy:
 
 
 def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
-          device_ids: list[int] | None, bucket_view: bool = False) -> TrainingStrategy:
+          device_ids: list[int] | None, bucket_view: bool = False,
+          emulation: dict[str, Any] | None = None, nodes: int = 1) -> TrainingStrategy:
     """Wrap ``model`` for ``strategy`` with its (already validated) options; ``bucket_view``: the gradients
-    are views of DDP's buckets (no copy of them apart: an emulated rank's memory, 102 MB for ResNet-50)."""
+    are views of DDP's buckets (no copy of them apart: an emulated rank's memory, 102 MB for ResNet-50);
+    ``emulation``: an emulated cluster's, made smaller (gpus_per_rank, gradient_scale: emulated_host.py), of
+    ``nodes`` hosts."""
+    emulation = emulation or {}
     # FSDP and tensor parallelism are imported here, by the runs that use them: torch.distributed.fsdp
     # and .tensor add about 1 s to every rank's start-up on 2 cores (as much as importing torch)
     if strategy == Strategy.FSDP:  # sharded, no DDP: FSDP2 shards the model in place
@@ -97,12 +102,14 @@ def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
 
         counter = tensor_parallel.parallelize(model, "cuda" if device_ids else "cpu")
         return TrainingStrategy(model, dense_bytes(model), counter, one_batch=True)
-    ddp = DDP(model, device_ids=device_ids, gradient_as_bucket_view=bucket_view)
+    ddp = DDP(model, device_ids=device_ids, gradient_as_bucket_view=bucket_view, **emulated_host.ddp_options(emulation))
     dense = dense_bytes(model)
     if strategy == Strategy.ALLREDUCE:
         # DDP's built-in C++ allreduce, untouched (no Python hook in the way of the measurement):
         # it allreduces every gradient every step, so the bytes are known without counting
         counter = DenseEveryStep(dense)
+        if emulated_host.times_host(emulation):  # the in-host reduction timed beside the real allreduce
+            ddp.register_comm_hook(emulated_host.InHost(emulation, dist.get_world_size(), nodes), emulated_host.in_host_hook)
         return TrainingStrategy(ddp, dense, counter, after_step=counter.after_step)
     if strategy in (Strategy.FP16, Strategy.BF16):
         hook = default_hooks.fp16_compress_hook if strategy == Strategy.FP16 else default_hooks.bf16_compress_hook

@@ -192,6 +192,10 @@ EMULATION = Section("emulation", "the emulated accelerators and cluster",
         "the machine's CPU busy fraction during those exchanges, worst rank"),
     col("input_workers", "Int64", "", "the emulated host's loader workers per GPU (its stall: data_stall_frac)"),
     col("input_rate", "Float64", "samples/s", "samples/s one of them prepares, as given (undilated)"),
+    col("gpus_per_rank", "Int64", "", 
+        "the emulated cluster's GPUs each process stood for (their in-host reduction timed); world_size counts GPUs"),
+    col("gradient_scale", "Int64", "", 
+        "the gradients' exchanged size was 1/s of theirs over links s times slower (1: full size)"),
 ))
 
 CHECKPOINT = Section("checkpoint", "checkpoint save and load", "harness.running.collect:checkpoint_fields", (

@@ -60,6 +60,7 @@ GROUPS = {
                    "slowest_data_s slowest_rest_s median_compute_s median_exchange_s median_data_s median_rest_s",
     "fault": "fault_kind fault_rank fault_host fault_severity fault_every fault_seed",
     "environment": "environment environment_lock",
+    "reduction": "gpus_per_rank gradient_scale",
 }
 _MAIN = "strategy network telemetry precision storage layout"
 SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table has beyond FIRST)
@@ -100,6 +101,9 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
     (8, "after-51e4511", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
                          "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
                          "attribution fault environment"),
+    (9, "after-4fcead8", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
+                         "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
+                         "attribution fault environment reduction"),
 ]
 
 
