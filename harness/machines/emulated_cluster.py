@@ -132,11 +132,18 @@ def auto_dilation(world: int, gradient_bytes: float, exchange_s: float, compute_
 QUEUE = "5s"
 
 
-def tbf_argv(interface: str, link_: Link, dilation: float, share: int = 1) -> tuple[str, ...]:
+LARGEST_PACKET = 65536 + 1024  # loopback's 64 KiB packets (a TSO packet's too) and their headers (bytes)
+
+
+def tbf_argv(interface: str, link_: Link, dilation: float, share: int = 1, scale: float = 1.0) -> tuple[str, ...]:
     """``tc`` capping ``interface`` at ``share`` x the link's rate / k (a token bucket: ``tbf``). The rate
-    only: the latency is the delay line's (:func:`delay_line_argv`)."""
+    only: the latency is the delay line's (:func:`delay_line_argv`). ``scale``: a reduced cluster's, whose
+    bytes are 1/scale of the full size's (the rate is divided by it too, within ``dilation``): its burst, the
+    bytes an idle bucket lets through at once, is the full size's / scale where a packet still fits (a full
+    burst would let a larger share of each step's bytes through free: 256 KiB of 0.35 MB a hop)."""
     rate_bits = max(8e3, link_.bandwidth_Bps * 8 * share / dilation)
-    burst = max(256 * 1024, int(rate_bits / 8 / 250))  # above loopback's 64 KiB packets; the timer's 4 ms
+    # above loopback's 64 KiB packets; the timer's 4 ms (of the full size's rate)
+    burst = max(LARGEST_PACKET, int(max(256 * 1024, rate_bits * scale / 8 / 250) / scale))
     return ("tc", "qdisc", "replace", "dev", interface, "root", "tbf", "rate", f"{int(rate_bits)}bit",
             "burst", str(burst), "latency", QUEUE)
 
@@ -183,7 +190,7 @@ def shaping(emulation: Mapping[str, Any], prefix: tuple[str, ...], interface: st
     links = {interface: faults.link(emulation, host, link(inter)) if inter and nodes > 1 else None,
              "lo": link(intra) if intra and procs_per_node > 1 else None}
     shares = {interface: 1, "lo": procs_per_node}
-    rates = tuple((*prefix, *(tbf_argv(iface, link_, k * slower, share=shares[iface]) if link_
+    rates = tuple((*prefix, *(tbf_argv(iface, link_, k * slower, share=shares[iface], scale=slower) if link_
                               else network.shaping_argv(iface, network.UNLIMITED))) for iface, link_ in links.items())
     delays = {iface: link_.latency_s * k for iface, link_ in links.items() if link_ and link_.latency_s > 0}
     return (*rates, (*prefix, *delay_line_argv(python, delays)), (*prefix, *tcp_argv(links[interface])))

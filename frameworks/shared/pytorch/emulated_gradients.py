@@ -141,18 +141,21 @@ def build(spec: RunSpec, rank: int) -> EmulatedModel:
 
 def scaled_model(spec: RunSpec, scale: int) -> nn.Module:
     """The real model's modules, each parameter a flat tensor of ceil(n / ``scale``) of its n elements (the
-    same tensors in the same order, so DDP's buckets, capped at 1/s of theirs, are as many), the buffers
+    same tensors in the same order, tied ones tied, so DDP's buckets, capped at 1/s of theirs, are as many), the buffers
     full-size (BatchNorm's statistics: small). Built on the meta device first, so that no full-size
     parameter is ever allocated (a rank's memory is what the reduction is for); the values are the seed's
     draws (DDP broadcasts rank 0's)."""
     with torch.device("meta"):
         model = build_model(spec.workload, dict(spec.workload_options))
     generator = torch.Generator().manual_seed(spec.seed)
+    made: dict[int, nn.Parameter] = {}  # a tied parameter (BERT's decoder, its word embeddings') stays one
     for module in model.modules():
         for name, param in list(module._parameters.items()):
             if param is not None:
-                size = -(-param.numel() // scale)
-                module._parameters[name] = nn.Parameter(torch.randn(size, generator=generator) * 0.01)
+                if id(param) not in made:
+                    size = -(-param.numel() // scale)
+                    made[id(param)] = nn.Parameter(torch.randn(size, generator=generator) * 0.01)
+                module._parameters[name] = made[id(param)]
         for name, buffer in list(module._buffers.items()):
             if buffer is not None:
                 module._buffers[name] = torch.zeros(buffer.shape, dtype=buffer.dtype)

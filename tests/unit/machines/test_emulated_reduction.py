@@ -107,5 +107,12 @@ def test_scaled_gradients_keep_the_tensors_and_the_buckets():
     assert [n for n, _ in scaled.named_parameters()] == [n for n, _ in real.named_parameters()]
     assert sum(p.numel() for p in scaled.parameters()) < sum(sizes) / 15
     assert [b.shape for b in scaled.buffers()] == [b.shape for b in real.buffers()]
+    class Bert:
+        workload, seed = Workload.BERT, 0
+        workload_options = WORKLOADS[Workload.BERT].options(Size.TINY)
+
+    tied = emulated_gradients.build_model(Bert.workload, dict(Bert.workload_options))
+    assert [p.numel() for p in emulated_gradients.scaled_model(Bert, 4).parameters()] == [
+        math.ceil(p.numel() / 4) for p in tied.parameters()]  # the MLM decoder's weight still the embeddings'
     assert emulated_host.ddp_options({"gradient_scale": 1}) == {}
     assert emulated_host.ddp_options({"gradient_scale": 25})["bucket_cap_mb_list"] == pytest.approx([1 / 25, 1.0])
