@@ -176,7 +176,7 @@ def resolve(options: EmulationOptions, workload: Workload, batch: int, precision
             resolved.update(_variation(nearest(options.accelerator, workload, batch, precision, profiles)))
     elif any((options.intra_link, options.inter_link, options.dilation, options.update_share, options.input_workers,
              options.input_rate, options.gpus_per_rank > 1, options.gradient_scale > 1)):
-        raise UserError('emulation: links, dilation, update_share, input_workers, gpus_per_rank and gradient_scale '
+        raise UserError('emulation: links, dilation, gpus_per_rank, gradient_scale, update_share and input_workers '
                         'need exchange = "gradients" (a barrier carries no bytes; its ranks read through their '
                         'real loaders)')
     return resolved

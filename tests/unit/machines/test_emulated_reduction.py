@@ -53,7 +53,7 @@ def test_a_framework_or_strategy_without_the_reduction_is_a_one_line_error(write
         _spec(write_scenario, framework="horovod_torch", launcher="horovodrun")
     with pytest.raises(UserError, match=r"gradient_scale run in torch_ddp with allreduce only, not onebit"):
         _spec(write_scenario, emulation="gradient_scale = 4", extra='strategy = "onebit"')
-    with pytest.raises(UserError, match=r"gpus_per_rank and gradient_scale need exchange = \"gradients\""):
+    with pytest.raises(UserError, match=r"gpus_per_rank, gradient_scale, update_share and input_workers need exchange"):
         text = scenario_text(emulation="gpus_per_rank = 2").replace('exchange = "gradients"', "")
         scenario.load(write_scenario(text.replace('intra_link = "PCIe3"\ninter_link = "10GbE"', "")))
     with pytest.raises(UserError, match=r"gpus_per_rank: a \[faults\] table places its fault on one GPU"):
