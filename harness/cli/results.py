@@ -118,8 +118,9 @@ def _add_reproduce(sub) -> None:
                                        "torch_ddp, whose gloo waits block where Open MPI's poll)")
     p.add_argument("--dilation", type=float, default=0.0,
                    help="with --at emulated: the time dilation k (default 0: picked per point from its exchange)")
-    p.add_argument("--launcher", default="auto", help="with --at published: torchrun, mpirun, slurm, kubernetes, azureml, ... "
-                                                      "(default: each framework's own)")
+    p.add_argument("--launcher", default="auto",
+                   help="with --at reduced or published: torchrun, mpirun, slurm, kubernetes, azureml, spark, ... "
+                        "(default: each framework's own)")
     p.add_argument("--dry-run", action="store_true", help="with --at published: write every point's job script or "
                                                           "manifest under RESULTS/dry-run/, launch nothing")
     p.add_argument("--gpus", type=int, help="workers (GPUs) reachable; a point needing more is a skipped row "
@@ -257,7 +258,7 @@ MODE_OPTIONS = {
     "--size": ("size", None, ("reduced", "published")),
     "--framework": ("framework", None, ("emulated",)),
     "--dilation": ("dilation", 0.0, ("emulated",)),
-    "--launcher": ("launcher", "auto", ("published",)),
+    "--launcher": ("launcher", "auto", ("reduced", "published")),
     "--dry-run": ("dry_run", False, ("published", "emulated")),
     "--gpus": ("gpus", None, ("published", "emulated")),
     "--device": ("device", "cuda", ("published",)),
@@ -305,7 +306,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         from harness.reproduction import reproduce
 
         scenario = reproduce.scenario_for(ref, {"size": args.size, "repeats": args.repeats,
-                                                "measured_steps": args.measured_steps})
+                                                "measured_steps": args.measured_steps,
+                                                "launcher": None if args.launcher == "auto" else args.launcher})
         rows = run_with_progress(scenario, args.results)
         sweep = rows[0]["sweep_id"]
     from harness.reproduction.prediction import reproduction_report

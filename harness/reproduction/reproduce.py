@@ -28,7 +28,8 @@ EFF_AXIS_TOP = 130  # % : the efficiency axis; values beyond it are drawn at the
 
 def scenario_for(ref: Reference, overrides: Mapping[str, Any] | None = None) -> scenario.Scenario:
     """The reference's ``[reproduce]`` scenario, validated like any scenario file; ``overrides``
-    may set ``repeats``, ``warmup_steps``, ``measured_steps`` (settings) and ``size`` (matrix)."""
+    may set ``repeats``, ``warmup_steps``, ``measured_steps`` (settings), ``size`` and ``launcher`` (matrix:
+    e.g. the SparkNet row's ranks inside Spark, ``launcher = "spark"``)."""
     if not ref.reproduce.scenario:
         raise UserError(f"{ref.id}: no scenario runs here: {ref.reproduce.not_reproduced or 'none given'}")
     doc = {k: dict(v) if isinstance(v, Mapping) else v for k, v in ref.reproduce.scenario.items()}
@@ -37,8 +38,8 @@ def scenario_for(ref: Reference, overrides: Mapping[str, Any] | None = None) -> 
     for key, value in (overrides or {}).items():
         if value is None:
             continue
-        if key == "size":
-            doc["matrix"]["size"] = value
+        if key in ("size", "launcher"):
+            doc["matrix"][key] = value
         else:
             doc["settings"][key] = value
     fit_warmup(doc["settings"])

@@ -43,6 +43,15 @@ def test_a_reference_that_cannot_run_here_says_why():
         reproduce.scenario_for(reference.get("batchai-tf-p100-p40-k80"))
 
 
+def test_the_reduced_run_takes_another_launcher():
+    """SparkNet's row inside Spark: `rosetta reproduce sparknet-2016 --launcher spark`."""
+    from harness.experiment.matrix import expand
+
+    ref = reference.get("sparknet-2016")
+    assert {run.launcher for run in expand(reproduce.scenario_for(ref, {"launcher": "spark"}))} == {"spark"}
+    assert {run.launcher for run in expand(reproduce.scenario_for(ref, {"launcher": None}))} == {"torchrun"}  # its own
+
+
 @pytest.mark.runs
 @pytest.mark.parametrize("name", ["batchai-tf-v100", "horovod-readme-16gpu"])
 def test_reproduce_runs_plots_and_says_what_transfers(name, tmp_path, capsys):
