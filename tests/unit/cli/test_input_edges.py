@@ -40,7 +40,8 @@ def test_reproduce_refuses_numbers_it_would_ignore_or_misreport(argv, says, caps
 
 @pytest.mark.parametrize("argv, says", [
     (["--framework", "torch_ddp"], "--framework: only with --at emulated (this is --at reduced)"),
-    (["--at", "emulated", "--launcher", "slurm"], "--launcher: only with --at reduced or --at published (this is --at emulated)"),
+    (["--at", "emulated", "--launcher", "slurm"],
+     "--launcher: only with --at reduced or --at published (this is --at emulated)"),
     (["--at", "published", "--dilation", "64"], "--dilation: only with --at emulated (this is --at published)"),
     (["--dry-run"], "--dry-run: only with --at published or --at emulated (this is --at reduced)"),
 ])
