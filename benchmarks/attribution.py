@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import statistics
 import tempfile
 import time
@@ -35,29 +36,16 @@ from harness.results import provenance
 from harness.results.attribution import attribute
 from harness.running.runner import run_sweep
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.planted_cluster import NODES, scenario_doc  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-NODES, PROCS = 4, 4
 CLEAN_SCORE = 1.05  # attribution calls a run faulty from this straggler score (own time / the median rank's)
 # each kind's size: 20% and more, as the goal has it; a network card at half its rate; 1 ms more
 # latency a packet (40 x 10GbE's 25 us); intermittent: 1.5 x every 2nd step (the mean slowdown 25%)
 FAULTS = {FaultKind.SLOW_GPU: {"factor": 1.3}, FaultKind.INTERMITTENT: {"factor": 1.5, "every": 2},
           FaultKind.SLOW_NIC: {"rate_fraction": 0.5}, FaultKind.LONG_LINK: {"latency_s": 1e-3},
           FaultKind.SLOW_LOADER: {"factor": 1.3}, FaultKind.CPU_HOG: {"factor": 1.3}}
-
-
-def _doc(hosts: dict[str, str], steps: int, name: str, fault: dict | None) -> dict:
-    doc = {"name": name,
-           "settings": {"warmup_steps": 1, "measured_steps": steps, "repeats": 1, "timeout_s": 1200,
-                        "device": "emulated"},
-           "emulation": {"accelerator": "v100", "exchange": "gradients", "intra_link": "PCIe3",
-                         "inter_link": "10GbE", "dilation": 16, "step_variation": "none"},
-           "matrix": {"framework": "torch_ddp", "workload": "resnet50", "size": "tiny", "batch_per_worker": 64,
-                      "nodes": NODES, "procs_per_node": PROCS, "launcher": "torchrun"},
-           "launcher_options": {"torchrun": {"hosts": list(hosts), "addresses": list(hosts.values()),
-                                             "remote": "netns"}}}
-    if fault:
-        doc["faults"] = fault
-    return doc
 
 
 def _naive(ranks) -> tuple[int, str]:
@@ -107,7 +95,7 @@ def main() -> None:
             fault = {"kind": kind.value, "seed": seed, **FAULTS[kind]} if kind else None
             name = f"{kind.value if kind else 'clean'}-{seed}"
             start = time.perf_counter()
-            [row] = run_sweep(scenario.parse(_doc(hosts, args.steps, name, fault), "attribution", name),
+            [row] = run_sweep(scenario.parse(scenario_doc(hosts, name, args.steps, 1200, fault), "attribution", name),
                               Path(args.keep or tmp) / "results")
             row["run_s"] = time.perf_counter() - start
             loads.append(os.getloadavg()[0])

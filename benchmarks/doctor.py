@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,23 +25,11 @@ from harness.launchers.hosts import namespace_hosts
 from harness.machines.faults import FaultKind
 from harness.results import provenance
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.planted_cluster import NODES, PROCS, scenario_doc  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-NODES, PROCS = 4, 4
 FAULTS = {FaultKind.SLOW_NIC: {"rate_fraction": 0.5}, FaultKind.SLOW_GPU: {"factor": 1.2}}
-
-
-def _doc(hosts: dict[str, str], fault: dict | None) -> dict:
-    doc = {"name": "doctor",
-           "settings": {"warmup_steps": 1, "measured_steps": 4, "repeats": 1, "timeout_s": 600, "device": "emulated"},
-           "emulation": {"accelerator": "v100", "exchange": "gradients", "intra_link": "PCIe3",
-                         "inter_link": "10GbE", "dilation": 16, "step_variation": "none"},
-           "matrix": {"framework": "torch_ddp", "workload": "resnet50", "size": "tiny", "batch_per_worker": 64,
-                      "nodes": NODES, "procs_per_node": PROCS, "launcher": "torchrun"},
-           "launcher_options": {"torchrun": {"hosts": list(hosts), "addresses": list(hosts.values()),
-                                             "remote": "netns"}}}
-    if fault:
-        doc["faults"] = fault
-    return doc
 
 
 def _planted(cluster: probes.Cluster) -> str | None:
@@ -67,7 +56,7 @@ def main() -> None:
     lines = []
     with namespace_hosts(NODES, prefix="rosetta-doctor") as hosts, tempfile.TemporaryDirectory() as tmp:
         for index, (kind, fault) in enumerate(plan):
-            cluster = probes.from_loaded(scenario.parse(_doc(hosts, fault), "doctor benchmark", "doctor"), "benchmark")
+            cluster = probes.from_loaded(scenario.parse(scenario_doc(hosts, "doctor", 4, 600, fault), "doctor benchmark", "doctor"), "benchmark")
             started = time.perf_counter()
             done = check.run_check(cluster, Path(tmp) / f"r{index}")  # an empty store each: the median of the others
             seconds, load = time.perf_counter() - started, os.getloadavg()[0]

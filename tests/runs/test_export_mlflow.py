@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from harness.cli import main as cli
 from harness.export import mlflow_rows
 from harness.results import table as results
 from tests.conftest import TINY
+from tests.helpers.servers import stop
 
 mlflow = pytest.importorskip("mlflow", reason="MLflow not installed (pip install -e '.[engines]')")
 pytest.importorskip("torch")
@@ -69,12 +69,7 @@ def server(tmp_path_factory):
             time.sleep(0.5)
         yield uri
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the group this fixture started, by its leader's id
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)  # the group this fixture started, by its leader's id
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from harness.launchers import LaunchRequest, get, unsupported_reason
 from harness.results import table as results
 from tests.conftest import REPO, WORKER, need_root_tools
 from tests.helpers.launch import run_spec as spec
+from tests.helpers.servers import start as start_server, stop
 
 pytest.importorskip("ray", reason="Ray not installed (pip install -e '.[engines]')")
 pytest.importorskip("torch")
@@ -57,32 +56,9 @@ def in_namespace(*argv: str) -> list[str]:
 
 
 def start_node(argv: list[str], log: Path) -> subprocess.Popen:
-    """``ray start ... --block`` in the namespace, as a process group of its own; returns once it says it
-    started (skips the test with its log's end if it does not)."""
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(in_namespace(str(Path(sys.executable).with_name("ray")), "start", *argv, "--block"),
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, **QUIET})
-    deadline = time.monotonic() + START_S
-    while b"Ray runtime started" not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc)
-            pytest.skip(f"ray start did not start: {log.read_text()[-500:]}")
-        time.sleep(0.5)
-    return proc
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """The node's process group: SIGTERM (ray start then stops its raylet, GCS and workers), SIGKILL after 60 s."""
-    for sig, wait_s in ((signal.SIGTERM, 60), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(wait_s)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """``ray start ... --block`` in the namespace, as a process group of its own, once it says it started."""
+    return start_server(in_namespace(str(Path(sys.executable).with_name("ray")), "start", *argv, "--block"), log,
+                        b"Ray runtime started", START_S, {**os.environ, **QUIET}, "ray start")
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +78,7 @@ def ray_cluster():
         yield ADDRESS
     finally:
         for node in reversed(nodes):
-            stop(node)
+            stop(node, term_wait_s=60)  # ray start then stops its raylet, GCS and workers
         subprocess.run(["ip", "netns", "del", NAMESPACE], capture_output=True)
         shutil.rmtree(temp, ignore_errors=True)  # the nodes' logs and sockets
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from harness.launchers.spark import java_missing
 from harness.results import table as results
 from tests.conftest import REPO
 from tests.helpers.launch import run_spec as spec
+from tests.helpers.servers import start as start_server, stop
 
 pytest.importorskip("pyspark", reason="pyspark not installed (pip install -e '.[engines]')")
 pytest.importorskip("torch")
@@ -68,34 +68,6 @@ def spark_class() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 
 
-def start(argv: list[str], log: Path, ready: bytes, env: dict[str, str]) -> subprocess.Popen:
-    """``spark-class ARGV`` in a session of its own; returns once its log says ``ready`` (skips the test
-    with the log's end if it does not)."""
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([spark_class(), *argv], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    deadline = time.monotonic() + START_S
-    while ready not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc)
-            pytest.skip(f"{argv[0]} did not start: {log.read_text()[-500:]}")
-        time.sleep(0.3)
-    return proc
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """The JVM's process group: SIGTERM, SIGKILL after 20 s."""
-    for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(wait_s)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @pytest.fixture(scope="module")
 def spark_master():
     """A master and one worker of 2 cores and 1 GiB, on 127.0.0.1; the master's URL."""
@@ -106,11 +78,13 @@ def spark_master():
     master = f"spark://127.0.0.1:{port}"
     procs = []
     try:
-        procs.append(start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                            "--webui-port", str(free_port())], temp / "master.log", b"I have been elected leader", env))
-        procs.append(start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2",
-                            "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(temp), master],
-                           temp / "worker.log", b"Successfully registered with master", env))
+        procs.append(start_server([spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                   "--port", str(port), "--webui-port", str(free_port())], temp / "master.log",
+                                  b"I have been elected leader", START_S, env, "the Spark master"))
+        procs.append(start_server([spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                   "--cores", "2", "--memory", "1g", "--webui-port", str(free_port()), "--work-dir",
+                                   str(temp), master], temp / "worker.log", b"Successfully registered with master",
+                                  START_S, env, "the Spark worker"))
         yield master
     finally:
         for proc in reversed(procs):
