@@ -147,7 +147,10 @@ def convert(value: Any, tp: Any, where: Where, key: str, meta: Mapping[str, Any]
     elif tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise where.error(key, f"must be a number, got {type_name(value)}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # a TOML integer of hundreds of digits: beyond any float
+            raise where.error(key, "must be a finite number, got an integer too large for one") from None
         if value != value or value in (float("inf"), float("-inf")):
             raise where.error(key, "must be a finite number")
     elif tp is str:

@@ -94,3 +94,17 @@ def test_extreme_documents_end_quickly_in_a_plan_or_a_one_line_reason(doc):
         assert message.startswith("fuzz.toml: ") and "\n" not in message and "\r" not in message
         assert len(message) < 2000
     assert time.monotonic() - start < CASE_SECONDS
+
+
+def test_an_integer_too_large_for_a_float_is_a_one_line_reason():
+    """Found by the fuzz above in a CI run: a float option given an integer of 5,000 digits was an
+    OverflowError (int too large to convert to float), not the user's error."""
+    doc = {"matrix": {"framework": "torch_ddp", "workload": "digits"},
+           "workload_options": {"digits": {"lr": 10**5000}}}
+    try:
+        scenario.parse(doc, "fuzz.toml")
+    except UserError as exc:
+        assert str(exc) == ("fuzz.toml: [workload_options.digits] lr: must be a finite number, got an integer "
+                            "too large for one")
+    else:
+        raise AssertionError("accepted")
