@@ -48,7 +48,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 EVENTS_FORMAT = 1
 HOST_VARIABLE = "ROSETTA_HOST"  # set by launchers whose hosts share a host name (network namespaces)
@@ -65,13 +65,21 @@ def events_path(out_dir: Path, rank: int) -> Path:
 class EventWriter:
     """Appends one rank's records; each line is flushed to the OS when written."""
 
-    def __init__(self, out_dir: Path, rank: int):
+    def __init__(self, out_dir: Path, rank: int, on_event: Callable[[str], None] | None = None):
         self.rank = rank
         self.out_dir = Path(out_dir)  # the run's folder, which every rank of the run sees
         self._fh = open(events_path(out_dir, rank), "a", buffering=1)
+        self.on_event = on_event  # told each record's name once it is written (the worker's end watch)
 
     def emit(self, event: str, **fields: Any) -> None:
         self._fh.write(json.dumps({"event": event, **fields}) + "\n")
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def sync(self) -> None:
+        """Every record written so far on the disk (the file stays open)."""
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
 
     def hello(self, world_size: int, device: str, versions: dict[str, str], **facts: Any) -> None:
         self.emit("hello", format=EVENTS_FORMAT, rank=self.rank, world_size=world_size, device=device,

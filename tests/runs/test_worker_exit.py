@@ -2,6 +2,7 @@
 what Python's own exit does before its teardown still happens. A real worker process, a framework-free
 worker module written for the test."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -69,3 +70,31 @@ def test_the_supervisor_records_the_worker_s_peak_resident_memory_whatever_the_f
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert 300 < read_rank(out, 0).exit["peak_rss_mb"] < 300 + 400  # the ballast and an interpreter's own
+
+
+HANGING_WORKER = """
+import time
+import __main__  # the worker process is ``python -m harness.contract.worker``: its module is __main__
+
+def main(spec, events):
+    __main__.TEARDOWN_GRACE_S = 1.0  # the real grace is minutes; the test's teardown hangs for 10
+    events.emit("end", weights_checksum="x", parameters=0)
+    time.sleep(10)  # a teardown that does not return (destroy_process_group's hang)
+"""
+
+
+def test_a_rank_whose_teardown_hangs_after_its_end_record_leaves_by_itself(tmp_path):
+    (tmp_path / "hanging_worker.py").write_text(textwrap.dedent(HANGING_WORKER))
+    out = tmp_path / "run"
+    out.mkdir()
+    write_spec_file(tmp_path / "spec.json", _spec(), out)
+    done = subprocess.run([sys.executable, "-m", "harness.contract.worker", "hanging_worker",
+                           str(tmp_path / "spec.json")], env={"PYTHONPATH": f"{tmp_path}:{REPO}",
+                                                               "PATH": "/usr/bin:/bin", "RANK": "0"},
+                          capture_output=True, text=True, timeout=8)  # less than the hang: it left by itself
+    assert done.returncode == 0, done.stderr
+    ranks = read_rank(out, 0)
+    assert ranks.end["weights_checksum"] == "x" and (ranks.exit["code"], ranks.exit["signal"]) == (0, None)
+    records = [json.loads(line) for line in (out / "events-rank0.jsonl").read_text().splitlines()]
+    assert [r for r in records if r["event"] == "teardown"][0]["grace_s"] == 1.0
+    assert "teardown did not end within 1 s" in (out / "rank0.log").read_text()
