@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from harness.contract.axes import Device, Size, Storage, Strategy, Workload
 from harness.contract.events import read_rank
@@ -34,15 +35,20 @@ def _spec() -> RunSpec:
                    device=Device.CPU, seed=0)
 
 
-def test_a_finished_worker_joins_its_threads_runs_its_exit_handlers_and_flushes_its_output(tmp_path):
-    (tmp_path / "exit_probe_worker.py").write_text(textwrap.dedent(WORKER))
+def _run_worker(tmp_path, module: str, source: str, timeout_s: float) -> tuple[subprocess.CompletedProcess, Path]:
+    """The worker module ``module`` (``source``) run under the supervisor as rank 0; its result and run folder."""
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
     out = tmp_path / "run"
     out.mkdir()
     write_spec_file(tmp_path / "spec.json", _spec(), out)
-    done = subprocess.run([sys.executable, "-m", "harness.contract.worker", "exit_probe_worker",
-                           str(tmp_path / "spec.json")], env={"PYTHONPATH": f"{tmp_path}:{REPO}",
-                                                               "PATH": "/usr/bin:/bin", "RANK": "0"},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "harness.contract.worker", module, str(tmp_path / "spec.json")],
+                          env={"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin", "RANK": "0"},
+                          capture_output=True, text=True, timeout=timeout_s)
+    return done, out
+
+
+def test_a_finished_worker_joins_its_threads_runs_its_exit_handlers_and_flushes_its_output(tmp_path):
+    done, out = _run_worker(tmp_path, "exit_probe_worker", WORKER, 60)
     assert done.returncode == 0, done.stderr
     assert (out / "thread-finished").read_text() == "yes"
     assert (out / "exit-handler-ran").read_text() == "yes"
@@ -60,14 +66,7 @@ def main(spec, events):
 
 
 def test_the_supervisor_records_the_worker_s_peak_resident_memory_whatever_the_framework(tmp_path):
-    (tmp_path / "memory_probe_worker.py").write_text(textwrap.dedent(MEMORY_WORKER))
-    out = tmp_path / "run"
-    out.mkdir()
-    write_spec_file(tmp_path / "spec.json", _spec(), out)
-    done = subprocess.run([sys.executable, "-m", "harness.contract.worker", "memory_probe_worker",
-                           str(tmp_path / "spec.json")], env={"PYTHONPATH": f"{tmp_path}:{REPO}",
-                                                               "PATH": "/usr/bin:/bin", "RANK": "0"},
-                          capture_output=True, text=True, timeout=60)
+    done, out = _run_worker(tmp_path, "memory_probe_worker", MEMORY_WORKER, 60)
     assert done.returncode == 0, done.stderr
     assert 300 < read_rank(out, 0).exit["peak_rss_mb"] < 300 + 400  # the ballast and an interpreter's own
 
@@ -84,14 +83,7 @@ def main(spec, events):
 
 
 def test_a_rank_whose_teardown_hangs_after_its_end_record_leaves_by_itself(tmp_path):
-    (tmp_path / "hanging_worker.py").write_text(textwrap.dedent(HANGING_WORKER))
-    out = tmp_path / "run"
-    out.mkdir()
-    write_spec_file(tmp_path / "spec.json", _spec(), out)
-    done = subprocess.run([sys.executable, "-m", "harness.contract.worker", "hanging_worker",
-                           str(tmp_path / "spec.json")], env={"PYTHONPATH": f"{tmp_path}:{REPO}",
-                                                               "PATH": "/usr/bin:/bin", "RANK": "0"},
-                          capture_output=True, text=True, timeout=8)  # less than the hang: it left by itself
+    done, out = _run_worker(tmp_path, "hanging_worker", HANGING_WORKER, 8)  # less than the hang: it left by itself
     assert done.returncode == 0, done.stderr
     ranks = read_rank(out, 0)
     assert ranks.end["weights_checksum"] == "x" and (ranks.exit["code"], ranks.exit["signal"]) == (0, None)
