@@ -65,11 +65,12 @@ def events_path(out_dir: Path, rank: int) -> Path:
 class EventWriter:
     """Appends one rank's records; each line is flushed to the OS when written."""
 
-    def __init__(self, out_dir: Path, rank: int, on_event: Callable[[str], None] | None = None):
+    def __init__(self, out_dir: Path, rank: int):
         self.rank = rank
         self.out_dir = Path(out_dir)  # the run's folder, which every rank of the run sees
         self._fh = open(events_path(out_dir, rank), "a", buffering=1)
-        self.on_event = on_event  # told each record's name once it is written (the worker's end watch)
+        # told each record's name once it is written (the worker's end watch, set after the writer exists)
+        self.on_event: Callable[[str], None] | None = None
 
     def emit(self, event: str, **fields: Any) -> None:
         self._fh.write(json.dumps({"event": event, **fields}) + "\n")
