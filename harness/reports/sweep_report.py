@@ -1,7 +1,8 @@
 """A sweep's report as ``rosetta run`` and ``rosetta report`` show it: the summary table and its notes, the
-charts written beside the results (throughput, telemetry, storage, emulated accelerators, frameworks and
-strategies side by side), the storage runs' page-cache and MLPerf Storage verdicts, as rich renderables in order for the command to print. The scaling model's
-check that follows it is the scaling wing's (harness.scaling.check.report)."""
+charts written beside the results (throughput, telemetry, where each rank's step went, storage, emulated
+accelerators, frameworks and strategies side by side), the storage runs' page-cache and MLPerf Storage
+verdicts, as rich renderables in order for the command to print. The scaling model's check that follows it
+is the scaling wing's (harness.scaling.check.report)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def sweep_report(results_dir: Path, sweep: str | None, chart: Path | None) -> tu
     """Summarize sweep ``sweep`` of ``results_dir`` (default: the latest; ``all``: every sweep) and write its
     charts (the main one at ``chart``, default ``<results>/report-<sweep>.png``, the others beside it);
     returns the sweep's rows and what to print."""
-    from harness.reports import aggregate, charts, storage_charts, storage_rules, terminal
+    from harness.reports import aggregate, charts, rank_charts, storage_charts, storage_rules, terminal
 
     table, sweep = aggregate.select_sweep(results_dir, sweep)
     summary = aggregate.summarize(table)
@@ -24,6 +25,9 @@ def sweep_report(results_dir: Path, sweep: str | None, chart: Path | None) -> tu
     telemetry_chart = charts.plot_telemetry(table, path.with_name(f"{path.stem}-telemetry.png"))
     if telemetry_chart:
         items.append(f"telemetry chart: {telemetry_chart}")
+    ranks_chart = rank_charts.plot_ranks(table, path.with_name(f"{path.stem}-ranks.png"))
+    if ranks_chart:
+        items.append(f"per-rank chart: {ranks_chart}")
     storage_chart = storage_charts.plot_storage(table, path.with_name(f"{path.stem}-storage.png"))
     if storage_chart:
         items.append(f"storage chart: {storage_chart}")

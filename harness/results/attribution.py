@@ -26,12 +26,16 @@ exceeds the median rank most (seconds). Imports ``harness.contract`` only.
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from harness.contract.events import RankRecord
 
+FILE = "attribution.json"  # every rank's breakdown (Attribution.table), kept in the run's folder
+FORMAT = 1
 PHASES = ("compute", "peer_wait", "exchange", "data", "rest")
 OWN_PHASES = ("compute", "exchange", "data", "rest")  # what a rank spends on its own, not waiting for peers
 
@@ -171,3 +175,16 @@ def attribute(ranks: Sequence[RankRecord]) -> Attribution | None:
     phase = max(OWN_PHASES, key=lambda name: slowest.phase(name) - median_phase[name])
     score = slowest.own / median_own if median_own > 0 else 1.0
     return Attribution(times, slowest, median_own, score, phase)
+
+
+def read_table(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The per-rank table kept in ``run_dir`` (:data:`FILE`, seconds per measured step as measured), None where
+    the folder has none or not one of this format (a hand-edited or truncated file is not a crash)."""
+    try:
+        kept = json.loads((Path(run_dir) / FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    ranks = kept.get("ranks") if isinstance(kept, dict) and kept.get("format") == FORMAT else None
+    if not isinstance(ranks, list) or not all(isinstance(r, dict) and isinstance(r.get("rank"), int) for r in ranks):
+        return None
+    return ranks or None

@@ -18,12 +18,12 @@ from harness.contract.spec import RunSpec
 from harness.contract.worker import log_path
 from harness.machines import faults
 from harness.results import metrics
-from harness.results.attribution import attribute
+from harness.results import attribution
 from harness.running.emulation_fields import dilation, emulation_fields
 from harness.running.execute import Outcome
 
 REASON_MAX_CHARS = 600
-ATTRIBUTION_FILE = "attribution.json"  # the per-rank table beside the events (format 1)
+ATTRIBUTION_FILE = attribution.FILE  # the per-rank table beside the events
 
 
 def last_lines(path: Path, count: int = 3) -> list[str]:
@@ -202,10 +202,11 @@ def attribution_fields(ranks: list[RankRecord], run_dir: Path, dilation_k: float
     """Where a multi-rank run's time went (harness.results.attribution): the row's straggler columns (seconds
     per step, an emulated cluster's undilated by ``dilation_k``), and every rank's breakdown kept beside the
     events in ``attribution.json`` (measured seconds). Empty for a run of fewer than two training ranks."""
-    found = attribute(training(ranks))
+    found = attribution.attribute(training(ranks))
     if found is None:
         return {}
-    (run_dir / ATTRIBUTION_FILE).write_text(json.dumps({"format": 1, "ranks": found.table()}, indent=1))
+    kept = {"format": attribution.FORMAT, "ranks": found.table()}
+    (run_dir / ATTRIBUTION_FILE).write_text(json.dumps(kept, indent=1))
     return {name: value / dilation_k if name.endswith("_s") else value for name, value in found.row_fields().items()}
 
 

@@ -10,6 +10,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
 from harness.experiment import scenario  # noqa: E402
+from harness.reports import rank_charts  # noqa: E402
+from harness.results import table as results  # noqa: E402
 from harness.running.collect import ATTRIBUTION_FILE  # noqa: E402
 from harness.running.runner import run_sweep  # noqa: E402
 
@@ -40,3 +42,5 @@ def test_a_four_rank_run_says_where_its_time_went(write_scenario, tmp_path):
         assert r["compute_s"] > 0
         parts = r["compute_s"] + r["peer_wait_s"] + r["exchange_s"] + r["data_s"] + r["rest_s"]
         assert parts == pytest.approx(r["step_s"], rel=1e-6) or r["rest_s"] == 0
+    chart = rank_charts.plot_ranks(results.to_frame([row]), tmp_path / "ranks.png")  # the report's per-rank chart
+    assert chart is not None and chart.stat().st_size > 10_000
