@@ -10,12 +10,13 @@ rank with the longest mean step (its host; it names no kind):
 - named: the detector calls the run faulty (attribution: straggler_score >= CLEAN_SCORE; naive: always)
 - right place: the fault's rank named first (slow_gpu, intermittent) or its host (the others)
 - right kind: the phase named is the fault's (compute: compute; exchange: link; data: input; rest: host)
-- precision: right place among the runs called faulty (fault-free ones called faulty count against it);
-  recall: right place among the faulted runs, called faulty; clean: fault-free runs called clean
+- recall per fault kind: its runs called faulty with the right place (and the right kind);
+  precision per kind blamed: the runs so blamed, clean ones included, with the right place and kind;
+  false positives: fault-free runs called faulty (benchmarks/planted_cluster.py's score_table)
 
 and the time each detector takes on the run's records (read from its folder; the attribute call alone).
 Appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
-Usage: python benchmarks/attribution.py [--placements N] [--clean M] [--steps S]
+Usage: python benchmarks/attribution.py [--placements N] [--clean M] [--first-seed S] [--steps S] [--kinds ...]
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from harness.results.attribution import attribute
 from harness.running.runner import run_sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.planted_cluster import NODES, scenario_doc  # noqa: E402
+from benchmarks.planted_cluster import NODES, Call, pct, scenario_doc, score_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CLEAN_SCORE = 1.05  # attribution calls a run faulty from this straggler score (own time / the median rank's)
@@ -79,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--placements", type=int, default=40, help="seeded placements per fault kind")
     parser.add_argument("--clean", type=int, default=10, help="fault-free runs")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first placement's seed (default 0)")
     parser.add_argument("--steps", type=int, default=4, help="measured steps per run")
     parser.add_argument("--kinds", default=",".join(k.value for k in FAULTS), help="fault kinds, comma-separated")
     parser.add_argument("--no-report", action="store_true", help="print the table, do not append it to RESULTS.md")
@@ -89,7 +91,8 @@ def main() -> None:
     loads: list[float] = []
     with namespace_hosts(NODES, prefix="rosetta-attr") as hosts, tempfile.TemporaryDirectory() as tmp:
         plan = [(None, seed) for seed in range(args.clean)]
-        plan += [(kind, seed) for seed in range(args.placements) for kind in kinds]  # kinds interleaved
+        seeds = range(args.first_seed, args.first_seed + args.placements)
+        plan += [(kind, seed) for seed in seeds for kind in kinds]  # kinds interleaved, the clean runs among them
         plan.sort(key=lambda p: (p[1], p[0] is not None))
         for kind, seed in plan:
             fault = {"kind": kind.value, "seed": seed, **FAULTS[kind]} if kind else None
@@ -109,44 +112,37 @@ def main() -> None:
     report(scores, args, loads)
 
 
-def _pct(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.0f}% ({part}/{whole})" if whole else "-"
+def _call(s: dict) -> Call:
+    """The attribution's verdict on one run as the shared score table reads it."""
+    kind = s["kind"]
+    return Call(kind.value if kind else None, BLAME[kind].value if kind else None,
+                PHASE_BLAME[s["phase"]].value if s["named"] else None, s["place"])
 
 
 def report(scores: list[dict], args: argparse.Namespace, loads: list[float]) -> None:
-    lines = ["| fault | runs | attribution: recall (place) | right kind | naive: recall (place) | median score |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| planted | runs | median score | naive: right place |", "|---|---:|---:|---:|"]
     for kind in [None, *FAULTS]:
         runs = [s for s in scores if s["kind"] == kind]
-        if not runs:
-            continue
-        score = statistics.median(s["score"] for s in runs)
-        if kind is None:
-            lines.append(f"| none (clean) | {len(runs)} | called clean {_pct(sum(not s['named'] for s in runs), len(runs))}"
-                         f" | - | called clean 0% (0/{len(runs)}) | {score:.3f} |")
-            continue
-        recall = sum(s["named"] and s["place"] for s in runs)
-        blame = sum(s["named"] and s["place"] and s["blame"] for s in runs)
-        lines.append(f"| {kind.value} {FAULTS[kind]} | {len(runs)} | {_pct(recall, len(runs))} | "
-                     f"{_pct(blame, len(runs))} | {_pct(sum(s['naive_place'] for s in runs), len(runs))} | {score:.3f} |")
-    named = [s for s in scores if s["named"]]
-    faulted = [s for s in scores if s["kind"] is not None]
-    precision = _pct(sum(s["place"] for s in named), len(named))
-    naive_precision = _pct(sum(s["naive_place"] for s in scores), len(scores))
+        if runs:
+            lines.append(f"| {kind.value + ' ' + str(FAULTS[kind]) if kind else 'none (fault-free)'} | {len(runs)} | "
+                         f"{statistics.median(s['score'] for s in runs):.3f} | "
+                         f"{pct(sum(s['naive_place'] for s in runs), len(runs)) if kind else '-'} |")
+    naive_precision = pct(sum(s["naive_place"] for s in scores), len(scores))
     times = (f"attribution {1e3 * statistics.median(s['attribution_s'] for s in scores):.2f} ms a run, naive "
              f"{1e3 * statistics.median(s['naive_s'] for s in scores):.3f} ms (on the records read); a run "
              f"{statistics.median(s['run_s'] for s in scores):.0f} s (median, wall)") if scores else "-"
     machine = provenance.machine()
-    text = (f"\n## Attribution against planted faults (benchmarks/attribution.py)\n\n"
+    text = (f"\n## Attribution against planted faults ({provenance.utc_now()[:16]} UTC, benchmarks/attribution.py)\n\n"
             f"16 emulated V100s (ResNet-50 tiny, batch 64, exact steps) on 4 hosts (PCIe3, 10GbE), torch_ddp, "
-            f"k = 16, {args.steps} measured steps a run; {args.placements} seeded placements per fault kind and "
-            f"{args.clean} fault-free runs (fewer than the issue's 40: the time this session had). Called faulty "
-            f"from a straggler score of {CLEAN_SCORE}. Precision (right place among the runs called faulty): "
-            f"attribution {precision}, naive (always calls a fault) {naive_precision}; faulted runs "
-            f"{len(faulted)}. Time: {times}. Machine: {machine.get('cpu_model')}, {machine.get('cpu_cores')} "
-            f"cores, shared with other sessions' tests (load average over the runs: median "
-            f"{statistics.median(loads) if loads else float('nan'):.1f}, max {max(loads, default=float('nan')):.1f}).\n\n"
-            + "\n".join(lines) + "\n")
+            f"k = 16, {args.steps} measured steps a run; {args.placements} seeded placements per fault kind "
+            f"(seeds {args.first_seed}-{args.first_seed + args.placements - 1}) and {args.clean} fault-free runs. "
+            f"Called faulty from a straggler score of {CLEAN_SCORE}; the kind named is the phase blamed "
+            f"(compute: compute, exchange: link, data: input, rest: host). The naive detector (the rank with the "
+            f"longest mean step) calls every run faulty: right place {naive_precision} of all runs. Time: {times}. "
+            f"Machine: {machine.get('cpu_model')}, {machine.get('cpu_cores')} cores, shared with other sessions' "
+            f"tests (load average over the runs: median {statistics.median(loads) if loads else float('nan'):.1f}, "
+            f"max {max(loads, default=float('nan')):.1f}).\n\n"
+            + "\n".join(score_table([_call(s) for s in scores])) + "\n\n" + "\n".join(lines) + "\n")
     print(text)
     if args.no_report:
         return

@@ -6,7 +6,8 @@ network card at half its rate (slow_nic 0.5) or a GPU 20% slow (slow_gpu 1.2) at
 Each check runs every probe (16 one-rank compute probes, each card both ways, the 6 pairs, the ring and the
 bisection) with an empty store (so against the median of the others) and is scored: its first finding is
 right where it names the planted host's card (slow_nic) or the planted GPU (slow_gpu); a fault-free check is
-right where it finds nothing. Appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
+right where it finds nothing. Scored as benchmarks/attribution.py is (planted_cluster.score_table): recall
+per kind, precision per class blamed (a GPU: compute; a card, pair or ring: link), false positives. Appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
 Usage: python benchmarks/doctor.py [--placements N] [--clean M] [--kinds slow_nic,slow_gpu] [--first-seed S]
 """
 
@@ -26,10 +27,18 @@ from harness.machines.faults import FaultKind
 from harness.results import provenance
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.planted_cluster import NODES, PROCS, scenario_doc  # noqa: E402
+from benchmarks.planted_cluster import NODES, PROCS, Call, scenario_doc, score_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FAULTS = {FaultKind.SLOW_NIC: {"rate_fraction": 0.5}, FaultKind.SLOW_GPU: {"factor": 1.2}}
+CLASS = {FaultKind.SLOW_NIC: "link", FaultKind.SLOW_GPU: "compute"}  # what a fault slows, as a finding names it
+
+
+def _call(kind: FaultKind | None, first: judge.Verdict | None, right: bool) -> Call:
+    """A check's first finding as the shared score table reads it: a GPU's (compute) or a card's, pair's or
+    ring's (link); ``right``: it names the planted card (its sending side) or GPU."""
+    called = None if first is None else ("compute" if first.measurement.probe == judge.Probe.COMPUTE else "link")
+    return Call(kind.value if kind else None, CLASS[kind] if kind else None, called, first is not None and right)
 
 
 def _planted(cluster: probes.Cluster) -> str | None:
@@ -53,7 +62,7 @@ def main() -> None:
     kinds = [FaultKind(k) for k in args.kinds.split(",") if k]
     plan = [(kind, {"kind": kind.value, "seed": seed, **FAULTS[kind]}) for kind in kinds
             for seed in range(args.first_seed, args.first_seed + args.placements)] + [(None, None)] * args.clean
-    lines = []
+    lines, calls = [], []
     with namespace_hosts(NODES, prefix="rosetta-doctor") as hosts, tempfile.TemporaryDirectory() as tmp:
         for index, (kind, fault) in enumerate(plan):
             cluster = probes.from_loaded(scenario.parse(scenario_doc(hosts, "doctor", 4, 600, fault), "doctor benchmark", "doctor"), "benchmark")
@@ -68,20 +77,21 @@ def main() -> None:
             lines.append(f"| {kind.value if kind else 'none'} | {want or '-'} | {check.blame(first) if first else 'healthy'} "
                          f"| {'yes' if right else 'no'} | {evidence} | {len(done.findings)} | {seconds:.0f} s | "
                          f"{load:.1f} |")
+            calls.append(_call(kind, first, right))
             print(lines[-1], flush=True)
             for v in done.findings:  # every finding, not only the first: what a wrong first one hid
                 print(f"    {check.blame(v)}: {v.evidence()} (margin {judge.margin(v):.2f})", flush=True)
-    report(lines, args)
+    report(lines, calls, args)
 
 
-def report(lines: list[str], args: argparse.Namespace) -> None:
+def report(lines: list[str], calls: list[Call], args: argparse.Namespace) -> None:
     text = "\n".join([
         "", f"## The cluster check against planted faults ({provenance.utc_now()[:10]}, `benchmarks/doctor.py`)", "",
         f"16 emulated V100s on 4 namespace hosts (10GbE between, dilation 16), every probe, an empty store (each "
         f"figure against the median of the others); {args.placements} placement(s) per kind, {args.clean} "
         f"fault-free. Right: the first finding names the planted host's card or GPU (fault-free: nothing).", "",
         "| fault | planted | first finding | right | evidence | findings | check took | load (1 min) |",
-        "|---|---|---|---|---|---:|---:|---:|", *lines, ""])
+        "|---|---|---|---|---|---:|---:|---:|", *lines, "", *score_table(calls), ""])
     print(text)
     if not args.no_report:
         with open(HERE / "RESULTS.md", "a") as fh:
