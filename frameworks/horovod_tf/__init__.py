@@ -12,6 +12,7 @@ from harness.contract.axes import (
     Workload,
 )
 from harness.contract.framework_api import FrameworkInfo
+from harness.contract.workloads import convolutional
 
 INFO = FrameworkInfo(
     name="horovod_tf",
@@ -23,7 +24,7 @@ INFO = FrameworkInfo(
     worker_module="frameworks.horovod_tf.worker",
     requires=("horovod", "tensorflow", "keras"),  # the first is the row's framework_version
     family="keras",
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.LLAMA),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.LLAMA, Workload.VGG16),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     storage=tuple(Storage),  # real data: resnet50 images through tf.data (shared/keras/input_pipeline.py)
     # cuda: each rank sees its local rank's GPU, NCCL operations where the wheel has them (tools/install_horovod.py
@@ -38,7 +39,7 @@ INFO = FrameworkInfo(
     # The Keras ResNet is built channels-last (NHWC); TensorFlow's CPU convolutions exist only in NHWC.
     # "contiguous" is taken as the framework's own layout, which for Keras is that same NHWC: the row's
     # `layout` column says what ran (NHWC for both values here; NCHW for torch_ddp's contiguous).
-    memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
+    memory_formats={w: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST) for w in convolutional()},
     # XLA: the rank's forward and backward pass in tf.function(jit_compile=True); the gradient exchange
     # outside it (XLA compiles no collective on CPU in TF 2.21; Horovod's ops have no XLA kernel)
     compiles=(Compile.OFF, Compile.ON),

@@ -11,6 +11,7 @@ from harness.contract.axes import (
     Workload,
 )
 from harness.contract.framework_api import FrameworkInfo
+from harness.contract.workloads import convolutional
 
 INFO = FrameworkInfo(
     name="horovod_torch",
@@ -26,7 +27,7 @@ INFO = FrameworkInfo(
     requires=("horovod", "torch"),  # the first is the row's framework_version
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
     family="pytorch",
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA, Workload.VGG16),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     # real data: PyTorch's DataLoader (shared/pytorch/input_pipeline.py): images and bert partitions
     storage=tuple(Storage),
@@ -40,7 +41,7 @@ INFO = FrameworkInfo(
     # ones for Horovod's allreduce); tf32 and amp_fp16 need a GPU (Precision.needs_cuda). torch.compile is
     # left out: Horovod's DistributedOptimizer hooks every parameter's gradient accumulator during backward.
     precisions=tuple(Precision),
-    memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
+    memory_formats={w: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST) for w in convolutional()},
     # device emulated with real gradients (shared/pytorch/emulated_gradients.py): Horovod's hooks, fusion
     # buffer and cycle time see the emulated backward's gradients as a real one's
     emulated_exchanges=(Strategy.ALLREDUCE, Strategy.FP16),

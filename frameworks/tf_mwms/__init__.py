@@ -11,6 +11,7 @@ from harness.contract.axes import (
     Workload,
 )
 from harness.contract.framework_api import FrameworkInfo
+from harness.contract.workloads import convolutional
 
 INFO = FrameworkInfo(
     name="tf_mwms",
@@ -24,11 +25,11 @@ INFO = FrameworkInfo(
     requires=("tensorflow", "keras"),
     workload_requires={Workload.DIGITS: ("sklearn",)},
     family="keras",
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA, Workload.VGG16),
     strategies=(Strategy.ALLREDUCE, Strategy.PS_ASYNC),
     # allreduce trains the two Keras models; ps_async the digits MLP (shared/keras/digits.py), the
     # time-to-accuracy workload the asynchronous strategies are compared on
-    strategy_workloads={Strategy.ALLREDUCE: (Workload.RESNET50, Workload.BERT, Workload.LLAMA),
+    strategy_workloads={Strategy.ALLREDUCE: (Workload.RESNET50, Workload.BERT, Workload.LLAMA, Workload.VGG16),
                         Strategy.PS_ASYNC: (Workload.DIGITS,)},
     # ps_async: the coordinator, servers and workers on CPU (a GPU worker is untested here)
     strategy_devices={Strategy.PS_ASYNC: (Device.CPU,)},
@@ -53,7 +54,7 @@ INFO = FrameworkInfo(
     # The Keras ResNet is built channels-last (NHWC); TensorFlow's CPU convolutions exist only in NHWC.
     # "contiguous" is taken as the framework's own layout, which for Keras is that same NHWC: the row's
     # `layout` column says what ran (NHWC for both values here; NCHW for torch_ddp's contiguous).
-    memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
+    memory_formats={w: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST) for w in convolutional()},
     # XLA: the rank's forward and backward pass in tf.function(jit_compile=True); the gradient exchange
     # outside it (XLA compiles no collective on CPU in TF 2.21; Horovod's ops have no XLA kernel)
     compiles=(Compile.OFF, Compile.ON),

@@ -15,6 +15,7 @@ from harness.contract.axes import (
     Workload,
 )
 from harness.contract.framework_api import FrameworkInfo
+from harness.contract.workloads import convolutional
 
 INFO = FrameworkInfo(
     name="torch_ddp",
@@ -27,7 +28,7 @@ INFO = FrameworkInfo(
     requires=("torch",),
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
     family="pytorch",
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA, Workload.VGG16),
     # DDP communication hooks and torch.distributed.algorithms building blocks (strategies/wrapping.py)
     strategies=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.BMUF, Strategy.LOCAL_SGD, Strategy.FP16,
                 Strategy.BF16, Strategy.POWERSGD,
@@ -56,7 +57,7 @@ INFO = FrameworkInfo(
     # emulated: the real loader, a profiled sleep (shared/pytorch/emulated_device.py)
     devices=(Device.CPU, Device.CUDA, Device.EMULATED),
     precisions=tuple(Precision),
-    memory_formats={Workload.RESNET50: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST)},
+    memory_formats={w: (MemoryFormat.CONTIGUOUS, MemoryFormat.CHANNELS_LAST) for w in convolutional()},
     compiles=(Compile.OFF, Compile.ON),
     # device emulated with real gradients (shared/pytorch/emulated_gradients.py): the DDP wrappers, whose
     # hooks see the emulated backward's gradients as a real one's, and the parameter servers (synchronous

@@ -17,6 +17,8 @@ WORKLOAD_MODULES: dict[str, str] = {
     # a Llama-style decoder: RMSNorm, rotary positions, SwiGLU, grouped-query attention, causal LM
     "llama": "harness.contract.workloads.llama",
     "digits": "harness.contract.workloads.digits",  # scikit-learn's handwritten digits: the time-to-accuracy workload
+    # the classic scaling tables' models (Horovod's, tf_cnn_benchmarks'), as torchvision and Keras define them
+    "vgg16": "harness.contract.workloads.vgg16",
 }
 # The workloads' names as the closed set a scenario's axis and a row take (``Workload.RESNET50 == "resnet50"``),
 # made from the lines above: a member per registered workload, none written twice.

@@ -128,7 +128,7 @@ class FrameworkInfo:
         if storage not in self.storage:
             return f"{self.name} cannot read from storage {storage.value}"
         if storage != Storage.SYNTHETIC and not WORKLOADS[workload].real_data:
-            return f"workload {workload.value} trains on synthetic token ids only (no dataset reader): storage synthetic"
+            return f"workload {workload.value} has no dataset reader (it trains on its synthetic batch): storage synthetic"
         if device == Device.EMULATED and device not in self.devices:
             return f"{self.name} has no emulated accelerators (device emulated is not among its devices)"
         return None

@@ -24,13 +24,25 @@ DECLARATIONS: Registry[WorkloadInfo] = Registry("workload", REGISTRY, attribute=
 WORKLOADS = DECLARATIONS  # the older name: ``WORKLOADS[workload]`` is the declaration
 
 __all__ = ["BERT_BASE_PRETRAINING_PARAMS", "DECLARATIONS", "FAMILIES", "LLAMA31_8B_PARAMS", "REGISTRY",
-           "RESNET50_PARAMS", "Recipe", "WORKLOADS", "WorkloadInfo", "classifier_split_reason", "samples_per_step"]
+           "RESNET50_PARAMS", "Recipe", "WORKLOADS", "WorkloadInfo", "classifier_split_reason", "convolutional",
+           "samples_per_step"]
 
 
 def samples_per_step(workload: Any, options: Mapping[str, Any], batch: int) -> int:
     """The samples a batch of ``batch`` images or sequences counts as (its tokens where samples are tokens):
     what every worker reports per step."""
     return batch * DECLARATIONS[workload].samples_per_item(options)
+
+
+def convolutional() -> tuple[Any, ...]:
+    """The workloads whose model is convolutional (a ``conv`` record among its layers at its first size): those
+    a memory format (channels-last) applies to, in registry order."""
+    out = []
+    for name in DECLARATIONS.names():
+        info = DECLARATIONS[name]
+        if any(r["op"] == "conv" for r in info.layers(info.options(next(iter(info.presets))))):
+            out.append(info.name)
+    return tuple(out)
 
 
 def classifier_split_reason(classes: int, world_size: int) -> str | None:
