@@ -1,7 +1,8 @@
 """Nothing a user sees changed when the house moved: every read-only verb prints, for one fixed store, what it
 printed before (tests/data/verbs/, recorded at commit 6ee4b5a by tests/helpers/verb_outputs.py; since then
 changed on purpose only where a file moved: the accelerator profiles' path in `reproduce --list`; and where a
-framework or launcher joined: jax and spark in `list`, jax in dlperf-rn50-4x8's runs)."""
+framework, launcher or workload joined: jax and spark in `list`, jax in dlperf-rn50-4x8's runs, the classic
+scaling tables' models in `list`)."""
 
 from __future__ import annotations
 
