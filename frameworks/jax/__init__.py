@@ -3,8 +3,8 @@ CPU), one ``shard_map`` step over every process's device, launched by mpirun, in
 (tools/envs/jax.txt: JAX needs NumPy 2, which Chainer in .venv cannot have).
 
 worker.py is the entry point, runtime.py the process (XLA's flags, the distributed join, versions), training.py
-the optimizer, step and checksum, mesh.py strategy mesh (a data x model mesh), models.py ResNet-50 v1.5 in Flax,
-probe.py the equivalence probe.
+the optimizer, step and checksum, mesh.py strategy mesh (a data x model mesh), workloads/ the models in Flax
+(ResNet-50 v1.5, BERT pre-training, the Llama decoder), probe.py the equivalence probe.
 """
 
 from harness.contract.axes import Compile, Device, Storage, Strategy, Workload
@@ -22,7 +22,7 @@ INFO = FrameworkInfo(
     requires=("jax", "flax", "optax"),
     family="jax",
     environment="jax",
-    workloads=(Workload.RESNET50,),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.LLAMA),
     # allreduce: the mean gradient every step (lax.pmean inside the shard_map); mesh: a data x model mesh, the
     # state sharded along the model axis (mesh.py)
     strategies=(Strategy.ALLREDUCE, Strategy.MESH),

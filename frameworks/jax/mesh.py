@@ -44,10 +44,11 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P(AXES))
 
 
-def mesh_step(model: Any, tx: optax.GradientTransformation, mesh: Mesh, shardings: Any) -> Callable:
-    """The step of the whole mesh, jitted with the state's shardings in and out (its buffers donated)."""
-    batch = batch_sharding(mesh)
-    return jax.jit(train_step(model, tx, None), in_shardings=(*shardings, batch, batch),
+def mesh_step(model: Any, loss_of: Callable, tx: optax.GradientTransformation, mesh: Mesh, shardings: Any,
+              seed: int = 0) -> Callable:
+    """The step of the whole mesh, jitted with the state's shardings in and out (its buffers donated); every
+    array of the batch split along both axes."""
+    return jax.jit(train_step(model, loss_of, tx, None, seed), in_shardings=(*shardings, batch_sharding(mesh)),
                    out_shardings=(*shardings, NamedSharding(mesh, P())), donate_argnums=(0, 1, 2))
 
 

@@ -1,5 +1,7 @@
-"""The equivalence probe of the Flax model (harness.contract.equivalence; torch_ddp's probe is the reference): its
-layers read from the Flax modules as a forward pass is traced (``eval_shape``: nothing computed)."""
+"""The equivalence probe of the Flax models (harness.contract.equivalence; torch_ddp's probe is the reference): their
+layers read from the Flax modules as a forward pass is traced (``eval_shape``: nothing computed). A convolution and a
+dense layer report themselves, the tied MLM decoder (``Embed.attend``) as the dense layer it is, a self-attention
+module (BERT's, Llama's) its QK^T and AV over all query heads."""
 
 from __future__ import annotations
 
@@ -11,52 +13,63 @@ import flax.linen as nn  # noqa: E402
 import jax  # noqa: E402
 
 from frameworks.jax import training  # noqa: E402
-from frameworks.jax.models import build_model, init_variables, parameter_count  # noqa: E402
+from frameworks.jax.workloads.bert import SelfAttention  # noqa: E402
+from frameworks.jax.workloads.llama import LlamaAttention  # noqa: E402
 from harness.contract.axes import Device, Workload  # noqa: E402
 from harness.contract.equivalence import PROBE_BATCH, fixed_batch, probe_recipe, rows_per_sample  # noqa: E402
 
 
-def layer_records(model: nn.Module, variables: Mapping[str, Any], images: Any) -> list[dict[str, Any]]:
-    """The convolutions and dense layers of one forward pass, in order, from the modules as they are called."""
+def _record(module: nn.Module, method: str, inputs: Any, out: Any, n: int) -> dict[str, Any] | None:
+    """The layer record of one module call (None: no FLOP-carrying op of the contract)."""
+    if isinstance(module, nn.Conv) and method == "__call__":
+        return {"op": "conv", "in_channels": int(inputs.shape[-1]), "out_channels": module.features,
+                "kernel": list(module.kernel_size), "stride": list(module.strides),
+                "groups": module.feature_group_count, "out_hw": list(out.shape[1:3])}
+    if isinstance(module, nn.Dense) and method == "__call__":
+        return {"op": "dense", "in_features": int(inputs.shape[-1]), "out_features": module.features,
+                "rows": rows_per_sample(out.size, n, module.features)}
+    if isinstance(module, nn.Embed) and method == "attend":  # the tied decoder: hidden -> vocabulary
+        return {"op": "dense", "in_features": int(inputs.shape[-1]), "out_features": module.num_embeddings,
+                "rows": rows_per_sample(out.size, n, module.num_embeddings)}
+    if isinstance(module, (SelfAttention, LlamaAttention)) and method == "__call__":
+        return {"op": "attention", "seq_len": int(inputs.shape[1]), "hidden": module.hidden}
+    return None
+
+
+def layer_records(forward: Any, model: nn.Module, variables: Mapping[str, Any], batch: Mapping[str, Any],
+                  n: int) -> list[dict[str, Any]]:
+    """The FLOP-carrying ops of one forward pass of ``batch`` (``n`` samples), in order, from the modules as they
+    are called (a self-attention module reports after its q, k, v projections, as PyTorch's hooks do)."""
     records: list[dict[str, Any]] = []
 
     def record(next_fun: Any, args: tuple, kwargs: dict, context: Any) -> Any:
         out = next_fun(*args, **kwargs)
-        module = context.module
-        if context.method_name != "__call__":
-            return out
-        if isinstance(module, nn.Conv):
-            records.append({"op": "conv", "in_channels": int(args[0].shape[-1]), "out_channels": module.features,
-                            "kernel": list(module.kernel_size), "stride": list(module.strides),
-                            "groups": module.feature_group_count, "out_hw": list(out.shape[1:3])})
-        elif isinstance(module, nn.Dense):
-            records.append({"op": "dense", "in_features": int(args[0].shape[-1]), "out_features": module.features,
-                            "rows": rows_per_sample(out.size, images.shape[0], module.features)})
+        found = _record(context.module, context.method_name, args[0] if args else None, out, n)
+        if found is not None:
+            records.append(found)
         return out
 
     with nn.intercept_methods(record):
-        jax.eval_shape(lambda v, x: model.apply(v, x, train=False), dict(variables), images)
+        jax.eval_shape(lambda v, b: forward(model, v, b), dict(variables), dict(batch))
     return records
 
 
 def probe(workload: Workload, options: Mapping[str, Any], steps: int, seed: int) -> dict[str, Any]:
     """Parameters, layer records, optimizer facts and ``steps`` losses on the fixed batch (one process)."""
-    if workload != Workload.RESNET50:
-        raise ValueError(f"the jax sub-package has no {workload.value} model")
     runtime.configure(Device.CPU)
-    model = build_model(dict(options))
-    variables = init_variables(model, options, seed)  # the worker's builder and weights
-    batch = training.to_jax(fixed_batch(workload, options, PROBE_BATCH, seed))
-    layers = layer_records(model, variables, batch["images"][:2])
+    module = training.model_module(workload)  # the worker's builder, weights and step
     tx = training.optimizer_from_recipe(probe_recipe(workload, options))
-    state = (variables["params"], variables["batch_stats"], tx.init(variables["params"]))
+    model, state = training.initial_state(module, options, seed, tx)
+    batch = module.to_jax(fixed_batch(workload, options, PROBE_BATCH, seed))
+    layers = layer_records(module.forward, model, {"params": state[0], **state[1]},
+                           {k: v[:2] for k, v in batch.items()}, 2)
     facts = training.optimizer_facts(state[2])
     losses = []
     if steps:
-        step = jax.jit(training.train_step(model, tx, None))
+        step = jax.jit(training.train_step(model, module.loss_of, tx, None, seed))
         for _ in range(steps):
-            *new, loss = step(*state, batch["images"], batch["labels"])
+            *new, loss = step(*state, batch)
             state = tuple(new)
             losses.append(float(loss))
-    return {"parameters": parameter_count(variables["params"]), "layers": layers, "optimizer": facts,
+    return {"parameters": training.parameter_count(state[0]), "layers": layers, "optimizer": facts,
             "losses": losses}

@@ -66,3 +66,21 @@ def test_two_jax_processes_train_resnet50_data_parallel_and_as_a_mesh(jax_enviro
     assert {json.dumps(e["axes"]) for e in layouts} == {json.dumps({"data": 1, "model": 2})}
     whole = 2 * 4 * 25_557_032  # parameters and momentum, fp32 (BatchNorm's statistics: 0.2% more)
     assert all(0.45 * whole < e["state_bytes_per_rank"] < 0.55 * whole for e in layouts), layouts
+
+
+def test_one_jax_process_trains_bert_and_the_llama_decoder(jax_environment, write_scenario, tmp_path, monkeypatch):
+    # the transformers through the same worker (frameworks/jax/workloads/): tiny sizes, one process, a compilation
+    # of seconds; Llama's samples are its tokens
+    monkeypatch.setenv("ROSETTA_JAX_COMPILE_CACHE", str(Path.home() / ".cache" / "rosetta" / "jax-compile"))
+    text = tiny_scenario("jax-transformers", settings={"measured_steps": 2, "timeout_s": 600},
+                         matrix={"framework": "jax", "workload": ["bert", "llama"]})
+    bert, llama = run_sweep(scenario.load(write_scenario(text)), tmp_path / "results")
+    assert bert["status"] == "ok", bert["reason"]
+    assert llama["status"] == "ok", llama["reason"]
+    assert bert["workload"] == "bert" and bert["parameters"] == 2_075_516 and bert["samples_measured"] == 2 * 2
+    assert llama["workload"] == "llama" and llama["parameters"] == 176_448
+    assert llama["samples_measured"] == 2 * 2 * 32  # 2 steps of 2 sequences of 32 tokens
+    for row in (bert, llama):
+        losses = next(e for e in (json.loads(line) for line in (Path(row["run_dir"]) / "events-rank0.jsonl")
+                                  .read_text().splitlines()) if e["event"] == "losses")["values"]
+        assert losses[-1] != losses[0]  # every step trained

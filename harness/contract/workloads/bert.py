@@ -67,5 +67,6 @@ def layers(options: Mapping[str, Any]) -> list[dict[str, Any]]:
 DECLARATION = WorkloadInfo(
     Workload.BERT, "BERT pre-training (MLM + NSP)", "sequences", PRESETS, recipe=recipe, layers=layers, batch=batch,
     builders={"pytorch": "frameworks.shared.pytorch.workloads.bert",
-              "keras": "frameworks.shared.keras.workloads.bert"},
+              "keras": "frameworks.shared.keras.workloads.bert",
+              "jax": "frameworks.jax.workloads.bert"},
     published_parameters=BERT_BASE_PRETRAINING_PARAMS)

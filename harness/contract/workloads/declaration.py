@@ -30,8 +30,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "keras": ("build_model", "model_inputs", "loss_of"),
     # build_model(options) -> chainer.Chain; loss_of(model, images, labels) (chainer's own worker calls it)
     "chainer": ("build_model", "loss_of"),
-    # build_model(options) -> flax.linen.Module; loss_of(model, params, batch_stats, batch) -> (loss, batch_stats)
-    "jax": ("build_model", "loss_of"),
+    # build_model(options) -> flax.linen.Module; init_variables(model, options, seed) -> NumPy variables; to_jax(batch)
+    # -> the batch in the model's layout; forward(model, variables, batch); loss_of(model, params, state, batch, rng)
+    # -> (loss, state) (frameworks/jax/workloads/)
+    "jax": ("build_model", "init_variables", "to_jax", "forward", "loss_of"),
 }
 SAMPLE_UNITS = ("images", "sequences", "tokens")
 

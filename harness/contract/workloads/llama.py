@@ -64,6 +64,7 @@ def llama_parameters(options: Mapping[str, Any]) -> int:
 DECLARATION = WorkloadInfo(
     Workload.LLAMA, "Llama-style decoder (causal LM)", "tokens", PRESETS, recipe=recipe, layers=layers, batch=batch,
     builders={"pytorch": "frameworks.shared.pytorch.workloads.llama",
-              "keras": "frameworks.shared.keras.workloads.llama"},
+              "keras": "frameworks.shared.keras.workloads.llama",
+              "jax": "frameworks.jax.workloads.llama"},
     samples_option="seq_len", real_data=False, published_parameters=LLAMA31_8B_PARAMS,
     counted_parameters=llama_parameters, probe_size_cap=Size.SMALL)

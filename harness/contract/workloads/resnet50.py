@@ -55,5 +55,5 @@ DECLARATION = WorkloadInfo(
     builders={"pytorch": "frameworks.shared.pytorch.workloads.resnet50",
               "keras": "frameworks.shared.keras.workloads.resnet50",
               "chainer": "frameworks.chainer.models",
-              "jax": "frameworks.jax.models"},
+              "jax": "frameworks.jax.workloads.resnet50"},
     published_parameters=RESNET50_PARAMS)

@@ -3,8 +3,7 @@ convolution, a projection shortcut where the shape changes, BatchNorm (PyTorch's
 1e-5), He-normal (fan-out) convolutions and the last BatchNorm of each block zero-initialized (Goyal et al. 2017);
 25,557,032 parameters with 1000 classes. Images are NHWC here (the fixed batch's NCHW, transposed by the caller).
 
-The builder the jax family calls (harness.contract.workloads.declaration.FAMILIES): ``build_model(options)`` and
-``loss_of(model, params, batch_stats, batch)``.
+The builder the jax family calls (harness.contract.workloads.declaration.FAMILIES; frameworks/jax/workloads/).
 """
 
 from __future__ import annotations
@@ -97,14 +96,21 @@ def init_variables(model: nn.Module, options: Mapping[str, Any], seed: int) -> d
     return jax.tree_util.tree_map_with_path(draw, dict(shapes))
 
 
-def loss_of(model: nn.Module, params: Any, batch_stats: Any, batch: Mapping[str, jax.Array]) -> tuple[jax.Array, Any]:
+def to_jax(batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The fixed batch (NCHW images, int64 labels) as the Flax model takes it: NHWC, int32 labels."""
+    return {"images": np.ascontiguousarray(batch["images"].transpose(0, 2, 3, 1)),
+            "labels": batch["labels"].astype(np.int32)}
+
+
+def forward(model: nn.Module, variables: Mapping[str, Any], batch: Mapping[str, jax.Array]) -> jax.Array:
+    """The logits in inference mode (the running BatchNorm statistics)."""
+    return model.apply(dict(variables), batch["images"], train=False)
+
+
+def loss_of(model: nn.Module, params: Any, state: Mapping[str, Any], batch: Mapping[str, jax.Array],
+            rng: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
     """Mean softmax cross-entropy on ``batch`` (NHWC images, int labels) in training mode, and the BatchNorm
-    statistics it updated."""
-    logits, updated = model.apply({"params": params, "batch_stats": batch_stats}, batch["images"], train=True,
-                                  mutable=["batch_stats"])
+    statistics it updated (``state``: {"batch_stats": ...}); ``rng`` unused (no dropout)."""
+    logits, updated = model.apply({"params": params, **state}, batch["images"], train=True, mutable=["batch_stats"])
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean()
-    return loss, updated["batch_stats"]
-
-
-def parameter_count(params: Any) -> int:
-    return int(sum(leaf.size for leaf in jax.tree_util.tree_leaves(params)))
+    return loss, dict(updated)
