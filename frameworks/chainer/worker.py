@@ -28,6 +28,7 @@ from frameworks.chainer.training import (  # noqa: E402
     weights_checksum,
 )
 from frameworks.shared import image_input  # noqa: E402
+from frameworks.shared.pass_timing import BACKWARD, EXCHANGE, FORWARD, PassTimer  # noqa: E402
 from harness.contract.axes import Device, Storage, exchanges_gradients  # noqa: E402
 from harness.contract.equivalence import fixed_batch, recipe  # noqa: E402
 from harness.contract.events import EventWriter  # noqa: E402
@@ -96,18 +97,26 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     optimizer.is_changed(model)
     next_batch, pipeline, meter = batches(spec, comm.rank, comm.size, device)
 
+    timer = PassTimer(spec.warmup_steps, enabled=isinstance(device, chainer.backend.CpuDevice))
+
     def step() -> np.ndarray:  # the loss, left on the device until the window ends
         model.cleargrads()
         batch = next_batch()
+        timer.start()
         loss = loss_of(model, batch["images"], batch["labels"])
+        timer.lap(FORWARD)
         loss.backward()
+        timer.lap(BACKWARD)
         optimizer.update()  # mean gradient over ranks (comm.multi_node_mean_grad), WeightDecay, MomentumSGD
+        timer.lap(EXCHANGE)  # the allreduce, not overlapped with the backward, and the update's few operations
+        timer.finish()
         return loss.array
 
     window = run_measured_loop(step, sync=sync, barrier=comm.mpi_comm.Barrier, warmup_steps=spec.warmup_steps,
                                measured_steps=spec.measured_steps, samples_per_step=spec.batch_per_worker,
                                events=events, loss_value=lambda a: float(a),
                                between_steps=meter.between_steps(spec.warmup_steps) if meter else None)
+    timer.record(events)
     if meter is not None:
         events.emit("data", **meter.record(window, spec.measured_steps))
         pipeline.close()

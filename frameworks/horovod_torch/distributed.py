@@ -5,6 +5,7 @@ the launcher chose. Used by the worker, the probe and benchmarks/bare_loops/horo
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import horovod.torch as hvd
 import torch
@@ -68,15 +69,19 @@ def build_facts() -> dict[str, str]:
                                                    hvd.gloo_built())}
 
 
-def scaled_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, loss: torch.Tensor) -> None:
+def scaled_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, loss: torch.Tensor,
+                after_backward: Callable[[], None] = lambda: None) -> None:
     """Backward and update through Horovod's DistributedOptimizer, with loss scaling where the scaler is on
     (float16 on a GPU): Horovod's documented order, the allreduces synchronized before the scaler's step
-    unscales and checks the averaged gradients."""
+    unscales and checks the averaged gradients. ``after_backward`` is called when backward has returned
+    (its allreduces enqueued, maybe not done), before the wait for them."""
     if not scaler.is_enabled():
         loss.backward()
+        after_backward()
         optimizer.step()
         return
     scaler.scale(loss).backward()
+    after_backward()
     optimizer.synchronize()
     with optimizer.skip_synchronize():
         scaler.step(optimizer)

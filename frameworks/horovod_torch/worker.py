@@ -28,6 +28,7 @@ from frameworks.horovod_torch.distributed import (
     scaled_step,
 )
 from frameworks.shared import emulated_clock, mpi_job
+from frameworks.shared.pass_timing import BACKWARD, EXCHANGE, FORWARD, PassTimer, timed_on
 from frameworks.shared.pytorch import emulated_device, emulated_gradients, numerics
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ledger import StepLedger
@@ -102,18 +103,31 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
     scaler = numerics.grad_scaler(spec, device.type)  # float16 on a GPU: loss scaling; a no-op otherwise
     poll_s = emulated_clock.wait_poll_s(spec.emulation) if emulated else 0.0
 
+    timer = PassTimer(spec.warmup_steps, enabled=timed_on("emulated" if emulated else device.type))
+
     def step() -> torch.Tensor:
         optimizer.zero_grad()  # Horovod's override takes no set_to_none; torch 2 sets to None by default
         if emulated:  # the scaler is off: no autocast, no loss scaling
             next_batch()
+            timer.start()
             loss = model()
+            timer.lap(FORWARD)
             loss.backward()
+            timer.lap(BACKWARD)
             emulated_exchange(optimizer, poll_s)
+            timer.lap(EXCHANGE)
             model.update()  # the update's share of the step, after the last gradient
+            timer.finish()
             return loss.detach()
+        batch = next_batch()
+        timer.start()
         with numerics.autocast(spec, device.type):
-            loss = loss_of(spec.workload, model, next_batch())
-        scaled_step(optimizer, scaler, loss)  # waits for the allreduces, then updates
+            loss = loss_of(spec.workload, model, batch)
+        timer.lap(FORWARD)
+        # waits for the allreduces, then updates: the exchange's exposed wait and the update
+        scaled_step(optimizer, scaler, loss, after_backward=lambda: timer.lap(BACKWARD))
+        timer.lap(EXCHANGE)
+        timer.finish()
         return loss.detach()
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -127,6 +141,7 @@ def train(spec: RunSpec, events: EventWriter, rank: int, world: int, device: tor
                                between_steps=watch.around(ledger.between_steps) if watch else ledger.between_steps,
                                device_memory=device_memory(device.type))
     ledger.after_window(window, dense)  # bytes: what the compressor handed to allreduce
+    timer.record(events)
     if watch:
         watch.record(events, window)
     ledger.end()

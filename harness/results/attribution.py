@@ -2,8 +2,9 @@
 
 Per rank, in seconds per measured step (means over the raw per-step records):
   ``step``       the rank's measured step time (its ``step`` records)
-  ``compute``    forward + backward compute, as DDP's reducer timed it (``ddp_timing`` record); None where the
-                 framework wrote no such record (then the rank's compute is not told apart from ``rest``)
+  ``compute``    forward + backward compute, as DDP's reducer timed it (``ddp_timing`` record) or the framework's
+                 own timers (``pass_timing``: Horovod-PyTorch, Chainer; frameworks/shared/pass_timing.py); None
+                 where the framework wrote neither (then the rank's compute is not told apart from ``rest``)
   ``peer_wait``  the part of the exchange spent waiting for a slower rank: the rank's exposed exchange minus
                  the least exposed exchange of any rank (the rank that came last to the collective waited for
                  no one, so its exposed exchange is the wire and the collective alone), whatever made the
@@ -111,9 +112,10 @@ def _data_s(record: RankRecord) -> tuple[float, float]:
 
 
 def _passes(record: RankRecord) -> tuple[float, float, float] | None:
-    """(forward, backward, exposed exchange) seconds per step from the rank's ``ddp_timing`` record, None
-    without; the forward less the emulated host loader's wait, which its timer holds."""
-    steps = (record.ddp_timing or {}).get("steps") or []
+    """(forward, backward, exposed exchange) seconds per step from the rank's ``ddp_timing`` (or
+    ``pass_timing``) record, None without; the forward less the emulated host loader's wait, which its timer
+    holds."""
+    steps = (record.ddp_timing or record.pass_timing or {}).get("steps") or []
     if not steps:
         return None
     forward = max(0.0, _mean([s["forward_compute_s"] for s in steps]) - _data_s(record)[1])

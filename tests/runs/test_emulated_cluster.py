@@ -15,6 +15,7 @@ from harness.experiment import matrix, scenario
 from harness.launchers import hosts
 from harness.machines import emulated_cluster
 from tests.helpers.emulated_scenarios import scenario_text, skip_without
+from tests.helpers.records import assert_compute_attributed
 
 
 def test_links_are_the_interconnect_presets_and_an_unknown_one_is_one_line():
@@ -269,6 +270,8 @@ def test_sixteen_emulated_gpus_on_four_hosts_exchange_real_gradients(four_hosts,
     sent = subprocess.run(["ip", "netns", "exec", names[0], "tc", "-s", "qdisc", "show", "dev", "eth0"],
                           capture_output=True, text=True).stdout
     assert "tbf" in sent and int(sent.split("Sent ")[1].split(" bytes")[0]) > 4 * 25_557_032  # a gradient's worth
+    if framework == "horovod_torch":  # its worker timed its passes, where DDP's reducer times torch_ddp's
+        assert_compute_attributed(row)
 
 
 @pytest.mark.parametrize("framework, launcher", [("tf_mwms", "torchrun"), ("chainer", "mpirun")])

@@ -13,6 +13,7 @@ if importlib.util.find_spec("horovod") is None:
 
 from harness.experiment import scenario  # noqa: E402
 from harness.running.runner import run_sweep  # noqa: E402
+from tests.helpers.records import assert_compute_attributed  # noqa: E402
 
 SCENARIO = """
 name = "horovod"
@@ -76,6 +77,7 @@ def test_fp16_compression_halves_the_bytes_and_keeps_ranks_identical(write_scena
     assert fp16["bytes_per_step"] * 2 == fp32["bytes_per_step"] > 0
     assert fp16["compression_ratio"] == 2.0
     assert fp16["weights_consistent"] is True
+    assert_compute_attributed(fp32)  # the worker timed its passes
 
 
 def test_real_images_from_local_storage(write_scenario, tmp_path):
