@@ -25,6 +25,7 @@ from frameworks.chainer.emulated_device import batch_source, start
 from frameworks.chainer.models import build_model, parameter_count
 from frameworks.chainer.training import weights_checksum
 from frameworks.shared.emulated_clock import GRADIENT_VALUE, StepClock, StepFactors, Watch
+from frameworks.shared.pass_timing import BACKWARD, EXCHANGE, FORWARD, PassTimer
 from harness.contract.events import EventWriter
 from harness.contract.measure import run_measured_loop
 from harness.contract.spec import RunSpec
@@ -52,11 +53,18 @@ def main(spec: RunSpec, events: EventWriter) -> None:
     next_batch, pipeline, meter = batch_source(spec, rank, world)
     clock = StepClock(spec.emulation, StepFactors(spec.emulation, spec.seed, rank))
 
+    timer = PassTimer(spec.warmup_steps)
+
     def step() -> None:  # no loss: no forward math
         next_batch()  # the loader's work is real; the batch feeds no math
+        timer.start()
+        timer.lap(FORWARD)  # the profiled passes are one sleep: forward and backward are timed together
         clock.passes(make_gradients)
+        timer.lap(BACKWARD)
         clock.exchange(lambda: comm.multi_node_mean_grad(model))
+        timer.lap(EXCHANGE)
         clock.update()
+        timer.finish()
 
     watch = Watch(spec, clock)
     window = run_measured_loop(step, sync=lambda: None, barrier=comm.mpi_comm.Barrier, warmup_steps=spec.warmup_steps,
@@ -71,6 +79,7 @@ def main(spec: RunSpec, events: EventWriter) -> None:
         events.emit("data", **meter.record(window, spec.measured_steps))
         pipeline.close()
     watch.record(events, window)
+    timer.record(events)
     dense = sum(param.size * param.dtype.itemsize for param in params)
     events.emit("comm", bytes_per_step=dense, dense_bytes_per_step=dense)
     events.emit("end", weights_checksum=weights_checksum(model), parameters=parameter_count(model))

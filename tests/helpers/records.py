@@ -27,7 +27,7 @@ def assert_compute_attributed(row: Mapping[str, Any]) -> None:
     timings = [next(e for e in events if e["event"] == "pass_timing") for events in ranks]
     for timing in timings:
         assert len(timing["steps"]) == row["measured_steps"]
-        assert all(s["forward_compute_s"] > 0 and s["backward_compute_s"] > 0 and s["backward_comm_s"] >= 0
+        assert all(s["forward_compute_s"] >= 0 and s["backward_compute_s"] > 0 and s["backward_comm_s"] >= 0
                    for s in timing["steps"])
     kept = json.loads((Path(row["run_dir"]) / "attribution.json").read_text())["ranks"]
     assert len(kept) == len(ranks) and all(r["compute_s"] > 0 for r in kept)
