@@ -4,6 +4,10 @@
 #   tools/slurm_cluster.sh start STATE_DIR   # prints the namespace and SLURM_CONF to use
 #   tools/slurm_cluster.sh stop STATE_DIR
 #
+# ROSETTA_SLURM_NODES=N (default 1) makes N SLURM nodes of this one machine, named rosetta-n1 ... rosetta-nN:
+# one slurmd each (slurmd -N, SLURM's multiple-slurmd mode: one port each), so that a job spans nodes and its
+# steps land on the node srun names (rosetta doctor --remote srun); node i at address 10.213.7.i of the namespace.
+#
 # The daemons bind all addresses, so they run inside the namespace "rosetta-slurm" (ROSETTA_SLURM_NETNS names
 # another, so that two test processes on one machine each have a cluster), which gets a veth pair (both ends
 # inside) for a non-loopback address; nothing is reachable from outside.
@@ -15,12 +19,15 @@ ADDR=10.213.7.1
 cmd=${1:?usage: $0 start|stop STATE_DIR}
 state=$(realpath -m "${2:?usage: $0 start|stop STATE_DIR}")
 
+NODES=${ROSETTA_SLURM_NODES:-1}
+case $NODES in ''|*[!0-9]*|0) echo "$0: ROSETTA_SLURM_NODES must be a count >= 1, got '$NODES'" >&2; exit 2 ;; esac
+
 stop() {
-  for pidfile in "$state"/slurmd.pid "$state"/slurmctld.pid "$state"/munged.pid; do
+  for pidfile in "$state"/slurmd*.pid "$state"/slurmctld.pid "$state"/munged.pid; do
     [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
   done
   sleep 1
-  for pidfile in "$state"/slurmd.pid "$state"/slurmctld.pid "$state"/munged.pid; do
+  for pidfile in "$state"/slurmd*.pid "$state"/slurmctld.pid "$state"/munged.pid; do
     [ -f "$pidfile" ] && kill -9 "$(cat "$pidfile")" 2>/dev/null || true
     rm -f "$pidfile"
   done
@@ -39,11 +46,21 @@ chmod 755 "$state" "$state/munge-run"
 chmod 700 "$state/munge-lib"
 node=$(hostname -s)
 cores=$(nproc)
+if [ "$NODES" = 1 ]; then
+  names=$node suffix=""
+  nodes_conf="NodeName=$node NodeAddr=$ADDR CPUs=$cores State=UNKNOWN"
+else  # one slurmd a node, each on its own port, all on this machine (%n: the node's name)
+  names="rosetta-n[1-$NODES]" suffix="-%n" nodes_conf=""
+  for i in $(seq 1 "$NODES"); do
+    nodes_conf+="NodeName=rosetta-n$i NodeHostname=$node NodeAddr=${ADDR%.*}.$i Port=$((6818 + i)) CPUs=$cores State=UNKNOWN"$'\n'
+  done
+fi
 
 ip netns add "$NS"
 ip -n "$NS" link set lo up
 ip -n "$NS" link add veth-slurm0 type veth peer name veth-slurm1
 ip -n "$NS" addr add "$ADDR/24" dev veth-slurm0
+for i in $(seq 2 "$NODES"); do ip -n "$NS" addr add "${ADDR%.*}.$i/24" dev veth-slurm0; done  # a node's own
 ip -n "$NS" link set veth-slurm0 up
 ip -n "$NS" link set veth-slurm1 up
 
@@ -60,11 +77,11 @@ AuthType=auth/munge
 AuthInfo=socket=$state/munge-run/munge.socket
 CredType=cred/munge
 StateSaveLocation=$state/ctld
-SlurmdSpoolDir=$state/spool
+SlurmdSpoolDir=$state/spool$suffix
 SlurmctldPidFile=$state/slurmctld.pid
-SlurmdPidFile=$state/slurmd.pid
+SlurmdPidFile=$state/slurmd$suffix.pid
 SlurmctldLogFile=$state/log/slurmctld.log
-SlurmdLogFile=$state/log/slurmd.log
+SlurmdLogFile=$state/log/slurmd$suffix.log
 SlurmctldPort=6817
 SlurmdPort=6818
 ProctrackType=proctrack/linuxproc
@@ -77,8 +94,8 @@ MailProg=/bin/true
 MessageTimeout=60
 ReturnToService=2
 MpiDefault=none
-NodeName=$node NodeAddr=$ADDR CPUs=$cores State=UNKNOWN
-PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+$nodes_conf
+PartitionName=debug Nodes=$names Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
 # slurmd on SLURM 22.05 wants a cgroup.conf even with proctrack/linuxproc; cgroup v1 mounts in a private
 # mount namespace (ip netns exec gives one) keep it away from the host's cgroups.
@@ -94,9 +111,16 @@ inns munged --key-file="$state/munge.key" --socket="$state/munge-run/munge.socke
   --force </dev/null >/dev/null 2>&1
 export SLURM_CONF="$state/slurm.conf"
 inns slurmctld -f "$SLURM_CONF" </dev/null >/dev/null 2>&1
-inns slurmd -f "$SLURM_CONF" </dev/null >/dev/null 2>&1
+if [ "$NODES" = 1 ]; then
+  inns slurmd -f "$SLURM_CONF" </dev/null >/dev/null 2>&1
+else
+  for i in $(seq 1 "$NODES"); do
+    mkdir -p "$state/spool-rosetta-n$i"
+    inns slurmd -f "$SLURM_CONF" -N "rosetta-n$i" </dev/null >/dev/null 2>&1
+  done
+fi
 for _ in $(seq 1 60); do
-  if inns sinfo -h -o %T 2>/dev/null | grep -qE "^idle"; then
+  if [ "$(inns sinfo -h -N -o %T 2>/dev/null | grep -cE '^idle')" -ge "$NODES" ]; then
     echo "namespace=$NS"
     echo "SLURM_CONF=$SLURM_CONF"
     exit 0

@@ -54,7 +54,9 @@ def add_doctor_parser(sub) -> None:
     p.add_argument("hosts", nargs="*", help="hosts to check (ssh names, or network namespaces with --remote netns)")
     p.add_argument("--scenario", type=Path, help="take the hosts (and the workload, emulation and [faults]) from "
                                                  "this scenario's largest run")
-    p.add_argument("--remote", choices=["ssh", "netns"], default="ssh", help="how to reach HOSTS (default ssh)")
+    p.add_argument("--remote", choices=["ssh", "netns", "srun"], default="ssh",
+                   help="how to reach HOSTS (default ssh); srun: as steps of the SLURM job this runs in "
+                        "(salloc --nodes=N rosetta doctor --remote srun), HOSTS default the job's nodes")
     p.add_argument("--addresses", type=_csv(str), help="comma-separated rendezvous address of each of HOSTS")
     p.add_argument("--interface", default="eth0", help="the hosts' network interface (default eth0)")
     p.add_argument("--machine-type", help="the baseline's key in the store (default: derived from the hosts)")
@@ -79,12 +81,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for flag in ("junit", "markdown", "json"):  # before anything is probed: a bad path is input, not a verdict
         if getattr(args, flag) is not None:
             integrity.writable_file(getattr(args, flag), f"--{flag}")
-    if bool(args.scenario) == bool(args.hosts):
+    if args.scenario and args.hosts or not (args.scenario or args.hosts or args.remote == "srun"):
         raise UserError("doctor: give HOSTS or --scenario (one of them)")
     if args.iters < 1:
         raise UserError(f"doctor: --iters must be >= 1, got {args.iters}")
     if args.scenario:
         cluster = probes.from_scenario(args.scenario)
+    elif not args.hosts:  # --remote srun: the job's nodes
+        cluster = probes.job_cluster(interface=args.interface)
     else:
         hosts = tuple(args.hosts)
         cluster = probes.Cluster(hosts, tuple(args.addresses or hosts), RemoteShell(args.remote), args.interface)

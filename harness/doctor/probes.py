@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,11 +50,14 @@ class Cluster:
 
     def machine_type(self) -> str:
         """What the hosts are, derived: the emulated cluster's GPUs and card, else this machine's CPU
-        (network-namespace hosts are this machine) or "unnamed" (ssh hosts: give --machine-type)."""
+        (network-namespace hosts are this machine), a SLURM job's partition (its nodes are alike where the
+        partition's are), or "unnamed" (ssh hosts: give --machine-type)."""
         emulation = (self.spec.emulation or {}) if self.spec else {}
         if emulation:
             return (f"emulated {emulation.get('accelerator')} x{self.spec.procs_per_node} over "
                     f"{emulation.get('inter_link') or 'no link'}, {self.spec.workload.value} {self.spec.size.value}")
+        if self.remote == host_list.RemoteShell.SRUN and os.environ.get("SLURM_JOB_PARTITION"):
+            return f"slurm partition {os.environ['SLURM_JOB_PARTITION']}"
         return provenance.cpu_model() or "unnamed" if self.remote == host_list.RemoteShell.NETNS else "unnamed"
 
 
@@ -67,13 +71,22 @@ def from_loaded(scenario: scenarios.Scenario, path: Path | str) -> Cluster:
     specs = matrix.expand(scenario)
     spec = max(specs, key=lambda s: s.nodes)
     opts = launchers.options(spec)
+    remote = getattr(opts, "remote", host_list.RemoteShell.SSH)
+    if remote == host_list.RemoteShell.SRUN and not getattr(opts, "hosts", ()):  # the job's nodes
+        return job_cluster(spec.nodes, getattr(opts, "interface", "eth0"), spec)
     hosts = tuple(getattr(opts, "hosts", ()))[: spec.nodes]
     if len(hosts) < 2:
         raise UserError(f"{path}: [launcher_options.{spec.launcher}] hosts names {len(hosts)} host(s) for its "
                         f"largest run; the doctor needs 2 or more")
     given = tuple(getattr(opts, "addresses", ()))[: spec.nodes]
-    return Cluster(hosts, given or hosts, getattr(opts, "remote", host_list.RemoteShell.SSH),
-                   getattr(opts, "interface", "eth0"), spec)
+    return Cluster(hosts, given or hosts, remote, getattr(opts, "interface", "eth0"), spec)
+
+
+def job_cluster(count: int | None = None, interface: str = "eth0", spec: RunSpec | None = None) -> Cluster:
+    """The nodes of the SLURM job this check runs in (the first ``count``; all for None), reached by srun
+    steps, at the addresses SLURM knows them by."""
+    names, addresses = host_list.job_nodes()
+    return Cluster(names[:count], addresses[:count], host_list.RemoteShell.SRUN, interface, spec)
 
 
 def check_reachable(cluster: Cluster) -> None:

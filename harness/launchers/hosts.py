@@ -1,9 +1,11 @@
 """Hosts of a multi-node launch and how to reach them: ssh on clusters, ``ip netns exec`` for the
-network-namespace hosts this machine can make (``tools/netns_hosts.py``)."""
+network-namespace hosts this machine can make (``tools/netns_hosts.py``), or ``srun`` inside a SLURM job that
+spans the nodes (each host's command one step of the job, on that node)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,13 +35,42 @@ HOST_FIELD = {"allow_empty": True, "pattern": (HOST_NAME, "a host name (RFC 1123
 class RemoteShell(str, Enum):
     SSH = "ssh"
     NETNS = "netns"
+    SRUN = "srun"  # a step of the SLURM job this harness runs in (salloc --nodes=N ...), on the named node
 
 
 def prefix(remote: RemoteShell, host: str) -> tuple[str, ...]:
     """The argv prefix that runs a command on ``host``."""
     if remote == RemoteShell.NETNS:
         return ("ip", "netns", "exec", host)
+    if remote == RemoteShell.SRUN:
+        # one task on that node; --overlap: the steps of a launch (and a probe after another) share the job's
+        # CPUs rather than wait for each other's
+        return ("srun", "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--overlap", "--kill-on-bad-exit=1")
     return ("ssh", "-o", "BatchMode=yes", "--", host)  # "--": nothing after it is an option of ssh
+
+
+def job_nodes() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The nodes of the SLURM job this process runs in and each one's address (``scontrol``'s NodeAddr), or a
+    one-line error outside a job."""
+    if not os.environ.get("SLURM_JOB_ID") or not shutil.which("scontrol"):
+        raise UserError("remote = srun: not inside a SLURM job (run under salloc --nodes=N, or in an sbatch script)")
+    listed = _scontrol("show", "hostnames", os.environ.get("SLURM_JOB_NODELIST", ""))
+    names = tuple(listed.split())
+    shown = _scontrol("show", "node", "--oneliner", ",".join(names))
+    addresses = dict(_node_address(line) for line in shown.splitlines() if "NodeName=" in line)
+    return names, tuple(addresses.get(n, n) for n in names)
+
+
+def _scontrol(*args: str) -> str:
+    done = subprocess.run(["scontrol", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UserError(f"scontrol {' '.join(args)}: {(done.stderr or done.stdout).strip()[-200:]}")
+    return done.stdout
+
+
+def _node_address(line: str) -> tuple[str, str]:
+    fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
+    return fields.get("NodeName", ""), fields.get("NodeAddr") or fields.get("NodeName", "")
 
 
 def node_cpus(remote: RemoteShell, spec: RunSpec, cpu_count: int) -> int | None:
@@ -68,6 +99,11 @@ def check(spec: RunSpec, hosts: tuple[str, ...], given_addresses: tuple[str, ...
         absent = [h for h in hosts[: spec.nodes] if not (NETNS_DIR / h).exists()]
         if absent:
             return f"no network namespace {', '.join(absent)} (start them: tools/netns_hosts.sh start {spec.nodes})"
+    if remote == RemoteShell.SRUN and hosts:
+        if launcher != "torchrun":
+            return f"remote = \"srun\" starts torchrun's agents as job steps ({launcher}: use the slurm launcher)"
+        if not os.environ.get("SLURM_JOB_ID") or shutil.which("srun") is None:
+            return "remote = \"srun\": not inside a SLURM job (run under salloc --nodes=N, or in an sbatch script)"
     if spec.network != network.UNLIMITED and (remote != RemoteShell.NETNS or spec.nodes < 2):
         return "network caps are applied only between network-namespace hosts (remote = \"netns\", nodes >= 2)"
     if shapes_emulated_links(spec):

@@ -84,6 +84,8 @@ def command(request: LaunchRequest) -> LaunchCommand:
 
 def unsupported_reason(spec: RunSpec) -> str | None:
     opts = options(spec)
+    if opts.remote == RemoteShell.SRUN:
+        return "remote = \"srun\" starts torchrun's agents as job steps (horovodrun: use the slurm launcher)"
     if opts.remote == RemoteShell.NETNS:
         if opts.controller == Controller.MPI:
             return "network-namespace hosts: controller gloo only (for Horovod's MPI controller use mpirun)"
