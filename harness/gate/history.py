@@ -256,8 +256,10 @@ def _step(change: cp.Change, ids: list[str], stamps: dict[str, str], provenance,
     sid = ids[change.index]
     # no frames made for a step without per-rank rows
     per_rank = change.index > 0 and any(isinstance(r.get("slowest_host"), str) for r in by_sweep[sid])
-    moved = where.where_moved(pd.DataFrame(by_sweep[ids[change.index - 1]]), pd.DataFrame(by_sweep[sid])) \
-        if per_rank else None
+    # the phase against the sweep before; the straggler's score against every earlier sweep (its own history)
+    earlier = pd.DataFrame([r for before in ids[:change.index] for r in by_sweep[before]]) if per_rank else None
+    moved = where.where_moved(pd.DataFrame(by_sweep[ids[change.index - 1]]), pd.DataFrame(by_sweep[sid]),
+                              history=earlier) if per_rank else None
     return Step(sweep_id=sid, timestamp=stamps[sid], direction=change.direction, change=change.change,
                 where=moved.text() if moved else "",
                 before=change.before, after=change.after, p_value=change.p_value, verdict=change.verdict,

@@ -6,7 +6,7 @@ import random
 
 from harness.cli import main as cli
 from harness.gate import ci_reports, compare, where
-from harness.results import table as results
+from harness.results import attribution, table as results
 from tests.unit.gate.test_compare import _repeats, _rows
 
 
@@ -34,7 +34,8 @@ def test_a_slowed_host_is_named_with_the_phase_that_grew():
     assert moved.baseline == where.Straggler("h0", 0, 1.01)
     assert moved.phase == "compute" and (moved.phase_baseline_s, moved.phase_current_s) == (0.050, 0.065)
     assert moved.text() == ("slowest: host h1 rank 5, 1.24x the median rank (baseline: host h0 rank 0, 1.01x); "
-                            "its compute grew most: 0.05 -> 0.065 s/step (+30%)")
+                            "its compute grew most: 0.05 -> 0.065 s/step (+30%); against history: 1.24x the "
+                            "median rank's (median of 3 earlier rows)")  # h1 rank 5 was never slowest before
     (cell,) = compare.compare_tables(base, cur)
     assert cell.verdict == compare.REGRESSION and cell.where == moved.text()
     assert "where: slowest: host h1" in ci_reports.describe(cell)
@@ -93,5 +94,36 @@ def test_history_names_where_its_step_moved(tmp_path):
     [step] = [st for st in s.steps if st.direction == "down"]
     assert step.sweep_id == "s04" and step.where.startswith("slowest: host h2 rank 2")
     assert "its compute grew most" in step.where and f"where: {step.where}" in step.causes
+    # against history: the 4 sweeps before the step, 3 rows each (h2 rank 2 never slowest there: the median rank's)
+    assert "against history: 1.25x the median rank's (median of 12 earlier rows)" in step.where, step.where
     assert "host h2 rank 2" in ci_reports.history_markdown([s], "t")
     assert "host h2 rank 2" in ci_reports.history_junit([s], "t")
+
+
+def test_the_straggler_is_scored_against_its_own_history_where_the_store_has_one(tmp_path):
+    rng = random.Random(5)
+    own = _rows("a", _repeats(0.063, 3, 12, rng), **_per_rank("h1", 5, 1.10, 0.055))  # it was slowest, at 0.068
+    base, cur = _sides()
+    moved = where.where_moved(base, cur, history=results.to_frame(own + base.to_dict("records")))
+    assert moved.history.of == "its own" and moved.history.rows == 3
+    assert abs(moved.history.score - 0.078 / 0.068) < 1e-9  # its own time: the sum of its phases
+    # a per-rank table in a row's folder gives the rank's own time where it was not the slowest (undilated)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / attribution.FILE).write_text(json.dumps({"format": 1, "ranks": [
+        {"rank": 0, "host": "h0", "own_s": 0.8}, {"rank": 5, "host": "h1", "own_s": 1.04}]}))
+    kept = _rows("a", _repeats(0.063, 1, 12, rng), run_dir=str(folder), dilation=16.0,
+                 **_per_rank("h0", 0, 1.01, 0.050))
+    moved = where.where_moved(base, cur, history=results.to_frame(kept))
+    assert moved.history.of == "its own" and abs(moved.history.score - 0.078 / 0.065) < 1e-9
+
+
+def test_a_slowdown_of_every_rank_scores_one_against_the_peers_and_more_against_history():
+    rng = random.Random(9)
+    base = results.to_frame(_rows("a", _repeats(0.063, 3, 12, rng), **_per_rank("h0", 0, 1.0, 0.050)))
+    ring = {**_per_rank("h0", 0, 1.0, 0.050, exchange=0.030), "median_exchange_s": 0.030}  # all ranks' exchange
+    cur = results.to_frame(_rows("a", _repeats(0.083, 3, 12, rng), **ring))
+    moved = where.where_moved(base, cur)
+    assert moved.current.score == 1.0 and moved.phase == "exchange"
+    assert moved.history.of == "its own" and abs(moved.history.score - 0.083 / 0.063) < 1e-9
+    assert "against history: 1.32x its own (median of 3 earlier rows)" in moved.text()
