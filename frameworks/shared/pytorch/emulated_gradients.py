@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
@@ -104,7 +105,7 @@ def layer_shares(spec: RunSpec) -> list[float]:
     options = dict(spec.workload_options)
     with torch.device("meta"):
         model = build_model(spec.workload, options).eval()  # eval: BatchNorm takes a batch of one at any size
-    batch = {k: torch.from_numpy(v).to("meta") for k, v in fixed_batch(spec.workload, options, 1, 0).items()}
+    batch = {k: torch.from_numpy(v).to("meta") for k, v in meta_batch(fixed_batch(spec.workload, options, 1, 0)).items()}
     counter = FlopCounterMode(display=False)
     with counter:
         loss_of(spec.workload, model, batch)  # the call a training step makes
@@ -122,6 +123,17 @@ def layer_shares(spec: RunSpec) -> list[float]:
         own = [sum(p.numel() for p in m.parameters(recurse=False)) for m in owners]
     total = sum(own)
     return [o / total for o in own]
+
+
+def meta_batch(batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The batch a FLOP count on the meta device can take: an all-ones ``attention_mask`` (BERT's synthetic
+    batch) left out. transformers reads such a mask's values to skip it (``padding_mask.all()``), which a meta
+    tensor has none of (``Tensor.item() cannot be called on meta tensors``); without it the model takes the
+    same unmasked path, the same matmuls, so the FLOPs are the same."""
+    mask = batch.get("attention_mask")
+    if mask is not None and bool(np.all(mask == 1)):
+        return {k: v for k, v in batch.items() if k != "attention_mask"}
+    return dict(batch)
 
 
 def _counter_name(model: nn.Module, name: str) -> str:
