@@ -43,6 +43,7 @@ class Schedule:
         self.start = 0.0
         self.factor = 1.0
         self.late_s = 0.0
+        self.held_s = 0.0  # s (dilated) the pass's work waited for what it needed (hold)
 
     def begin(self, factor: float = 1.0) -> None:
         """The pass starts now; ``factor``: this step's multiple of the profiled time (StepFactors)."""
@@ -55,6 +56,15 @@ class Schedule:
             time.sleep(remaining)
         elif index == len(self.offsets) - 1:
             self.late_s -= remaining  # behind at the pass's end: what the CPU could not keep up with
+
+    def hold(self, index: int, ready_at: float) -> None:
+        """The work from deadline ``index`` - 1 on (the pass's start for 0) cannot begin before ``ready_at``
+        (perf_counter s: a sharded layer's parameters gathered): the deadlines from there on move later by as
+        much as it comes after that deadline, which is waiting, not running late."""
+        begins = self.start + (self.offsets[index - 1] * self.factor if index > 0 else 0.0)
+        if ready_at > begins:
+            self.start += ready_at - begins
+            self.held_s += ready_at - begins
 
     def run(self, during: Callable[[], None] = lambda: None, factor: float = 1.0) -> None:
         """The whole pass at once: begin, ``during`` (work the pass's time includes), then wait for its
@@ -181,6 +191,11 @@ class LayerClock:
         if position == 0:
             self.backward_clock.begin(self.factor)
         self.backward_clock.wait(position)
+
+    def hold(self, backward: bool, index: int, ready_at: float) -> None:
+        """Layer ``index`` of the forward (or ``position`` of the backward) begins no sooner than ``ready_at``
+        (Schedule.hold): FSDP's layers wait for their gathered parameters, which DDP's never do."""
+        (self.backward_clock if backward else self.forward_clock).hold(index, ready_at)
 
     def update(self) -> None:
         self.update_clock.run(factor=self.factor)

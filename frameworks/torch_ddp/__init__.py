@@ -61,13 +61,18 @@ INFO = FrameworkInfo(
     compiles=(Compile.OFF, Compile.ON),
     # device emulated with real gradients (shared/pytorch/emulated_gradients.py): the DDP wrappers, whose
     # hooks see the emulated backward's gradients as a real one's, and the parameter servers (synchronous
-    # and Downpour's), which take them after the backward (not FSDP, tensor or pipeline parallelism, whose
-    # exchange is inside the layers' math)
+    # and Downpour's), which take them after the backward, and FSDP, whose collectives wrap each unit's
+    # emulated layers (not tensor or pipeline parallelism, whose exchange is inside the layers' math)
     emulated_exchanges=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.FP16, Strategy.POWERSGD,
                         Strategy.HIERARCHICAL, Strategy.LOCAL_SGD, Strategy.BMUF, Strategy.PS_SYNC,
-                        Strategy.PS_ASYNC),
+                        Strategy.PS_ASYNC,
+                        # FSDP2 over the emulated layers: each unit's all-gather before its layers and its
+                        # reduce-scatter after their backward, FSDP's own, timed (shared/pytorch/emulated_fsdp.py)
+                        Strategy.FSDP),
     # a process for G GPUs of its host (their in-host reduction timed from the intra link, the reducer's
     # allreduce across the host processes real) and gradients 1/s of their size over links s times slower:
     # the DDP allreduce only (shared/pytorch/emulated_host.py)
     emulated_reductions=(Reduction.GPUS_PER_RANK, Reduction.GRADIENT_SCALE),
+    # and FSDP's all-gathers and reduce-scatters of 1/s of the parameters, the in-host part timed alike
+    emulated_reduction_strategies=(Strategy.ALLREDUCE, Strategy.FSDP),
 )

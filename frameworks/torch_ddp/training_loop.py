@@ -102,7 +102,7 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
     # here it would be this machine's memory (ResNet-50's: 102 MB of a rank's 564 MB, measured)
     strategy = wrapping.build(spec.strategy, dict(spec.strategy_options), model, started.device_ids,
                               bucket_view=emulated, emulation=dict(spec.emulation) if emulated else None,
-                              nodes=spec.nodes)
+                              nodes=spec.nodes, precision=spec.precision.value)
     optimizer = make_optimizer(spec, strategy.module)
     # data parallelism: this rank's share; tensor parallelism: the one batch every rank works on
     next_batch, meter, data = batch_source(spec, *((0, 1) if strategy.one_batch else (rank, world)), device)

@@ -77,6 +77,14 @@ def ring_allreduce_s(link_: Link, ranks: int, nbytes: float) -> float:
     return 2 * (ranks - 1) * link_.latency_s + 2 * (ranks - 1) / ranks * nbytes / link_.bandwidth_Bps
 
 
+def ring_gather_s(link_: Link, ranks: int, nbytes: float) -> float:
+    """A ring all-gather's (or reduce-scatter's) time over ``link_`` of ``nbytes`` gathered (or reduced) in all:
+    each rank sends (n-1)/n of them, n-1 steps; half a ring allreduce."""
+    if ranks < 2:
+        return 0.0
+    return (ranks - 1) * link_.latency_s + (ranks - 1) / ranks * nbytes / link_.bandwidth_Bps
+
+
 def in_host_floor_s(intra: Link | None, gpus: int, nbytes: float) -> float:
     """A ring allreduce through ``gpus`` GPUs can go no faster than its in-host hops over ``intra`` (s,
     undilated): what a process standing for its host's GPUs (``gpus_per_rank``) times rather than runs; no

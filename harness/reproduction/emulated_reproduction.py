@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -35,21 +36,58 @@ RANK_BYTES_PER_GRADIENT_BYTE = 3  # parameters, gradients, DDP's buckets or Horo
 # kernel's socket buffers' and the page cache's
 MEMORY_SHARE = 0.85
 GRADIENTS = {"exchange": Exchange.GRADIENTS.value}  # an emulated cluster's [emulation], as far as support goes
+# A published configuration whose runs shard the model (FSDP: an 8B model's rank would hold 32 GB of fp32
+# parameters before sharding) runs reduced (docs/scaling.md, "Beyond one rank per GPU"): its parameters 1/s
+# of their size, s the least power of two that brings the fp32 model under SCALED_MODEL_BYTES, and each process
+# standing for the fewest GPUs G (a power of two dividing a host's) that keeps the largest point within
+# MAX_PROCESSES processes and this machine's memory, with at least two processes on a host, so that every
+# point's in-host exchange runs between real processes too. Data-parallel references keep their full size.
+REDUCED_STRATEGIES = (Strategy.FSDP,)
+SCALED_MODEL_BYTES = 32e6
+MAX_PROCESSES = 32  # 2 cores: a process imports torch and wakes for every collective
 
 
-def rank_bytes(ref: Reference) -> float:
-    """Bytes one emulated rank of the published model needs, in the hungriest of its runs' frameworks
-    (FrameworkInfo.emulated_rank_base_bytes; measured: 555 MB a DDP rank, 601 a Horovod one, for ResNet-50)."""
+def _gradient_bytes(ref: Reference) -> float:
     pub = ref.published
     options = WORKLOADS[Workload(pub.workload)].options(Size(pub.size))
-    grad = 4 * max(pub.parameters, model_flops.weight_parameters(Workload(pub.workload), options))
-    base = max(frameworks.get(run.framework).emulated_rank_base_bytes for run in pub.runs)
-    return base + RANK_BYTES_PER_GRADIENT_BYTE * grad
+    return 4 * max(pub.parameters, model_flops.weight_parameters(Workload(pub.workload), options))
+
+
+def rank_bytes(ref: Reference, scale: int = 1) -> float:
+    """Bytes one emulated rank of the published model needs, in the hungriest of its runs' frameworks
+    (FrameworkInfo.emulated_rank_base_bytes; measured: 555 MB a DDP rank, 601 a Horovod one, for ResNet-50),
+    its gradients 1/``scale`` of their size."""
+    base = max(frameworks.get(run.framework).emulated_rank_base_bytes for run in ref.published.runs)
+    return base + RANK_BYTES_PER_GRADIENT_BYTE * _gradient_bytes(ref) / scale
+
+
+def reduction(ref: Reference) -> dict[str, int]:
+    """``[emulation]``'s gpus_per_rank and gradient_scale for the reference (see REDUCED_STRATEGIES); empty
+    where it runs at full size."""
+    pub = ref.published
+    if not any(Strategy(run.strategy) in REDUCED_STRATEGIES for run in pub.runs):
+        return {}
+    scale = 2 ** max(0, math.ceil(math.log2(_gradient_bytes(ref) / SCALED_MODEL_BYTES)))
+    fits = min(MAX_PROCESSES, _ranks_in_memory(rank_bytes(ref, scale)))
+    most = max(p.gpus for p in points(ref))
+    gpus = 1
+    while gpus * 2 <= pub.gpus_per_node // 2 and most / gpus > fits:
+        gpus *= 2
+    return {"gpus_per_rank": gpus, "gradient_scale": scale}
+
+
+def _ranks_in_memory(one_rank_bytes: float) -> int:
+    return max(1, int(psutil.virtual_memory().available * MEMORY_SHARE // one_rank_bytes))
 
 
 def max_ranks(ref: Reference) -> int:
-    """Emulated ranks this machine's available memory holds at once."""
-    return max(1, int(psutil.virtual_memory().available * MEMORY_SHARE // rank_bytes(ref)))
+    """Emulated ranks (processes) this machine's available memory holds at once."""
+    return _ranks_in_memory(rank_bytes(ref, reduction(ref).get("gradient_scale", 1)))
+
+
+def max_gpus(ref: Reference) -> int:
+    """Emulated GPUs this machine holds at once: its processes, each standing for gpus_per_rank of them."""
+    return max_ranks(ref) * reduction(ref).get("gpus_per_rank", 1)
 
 
 def coverage(ref: Reference) -> str | None:
@@ -63,7 +101,9 @@ def coverage(ref: Reference) -> str | None:
                     f"{run.series!r}")
         if run.framework not in frameworks.names():
             return f"no framework {run.framework}"
-        reason = frameworks.get(run.framework).unsupported_exchange(Strategy(run.strategy), GRADIENTS)
+        info = frameworks.get(run.framework)
+        reason = (info.unsupported_exchange(Strategy(run.strategy), GRADIENTS)
+                  or info.unsupported_reduction(Strategy(run.strategy), reduction(ref)))
         if reason:
             return reason
         try:
@@ -109,9 +149,13 @@ def emulated_here(ref: Reference) -> str:
     if reason:
         return f"no: {reason}"
     pts = points(ref)
-    fits = max_ranks(ref)
+    fits, reduced = max_gpus(ref), reduction(ref)
     most = max(p.gpus for p in pts)
-    beyond = "" if most <= fits else f"; points above {fits} GPUs skipped (memory: {rank_bytes(ref) / 1e6:.0f} MB a rank)"
+    scale = reduced.get("gradient_scale", 1)
+    beyond = "" if most <= fits else f"; points above {fits} GPUs skipped (memory: {rank_bytes(ref, scale) / 1e6:.0f} MB a rank)"
+    if reduced:
+        beyond += (f"; reduced: a process for {reduced['gpus_per_rank']} GPUs, parameters 1/{scale} of their size "
+                   f"over links {scale} times slower")
     kinds = "/".join(dict.fromkeys(part.published.accelerator for _, part in emulated_series(ref)))
     cut = len(emulated_series(ref))
     each = f", a scenario per series' own accelerator and links ({cut})" if cut > 1 else ""
@@ -157,7 +201,10 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
     names, addresses = list(hosts), list(hosts.values())
     doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in launchers.netns_launchers()}
     doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
-                        "inter_link": pub.inter_link, "dilation": dilation}
+                        "inter_link": pub.inter_link, "dilation": dilation, **reduction(ref)}
+    gpus = doc["emulation"].get("gpus_per_rank", 1)
+    for combo in (doc["matrix"], *doc["include"]):  # a host's processes, each standing for its G GPUs
+        combo["procs_per_node"] = max(1, combo["procs_per_node"] // gpus)
     doc["name"], doc["description"] = name or f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
     return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=doc["name"])
 

@@ -77,14 +77,15 @@ class Check:
 def memory_note(ref: Reference, available_bytes: int) -> str:
     """"" when the largest point's ranks fit this machine's usable memory, else how much it needs and which
     points will be skipped (the usable share: emulated_reproduction.MEMORY_SHARE of what is available)."""
-    rank = emulated.rank_bytes(ref)
+    reduced = emulated.reduction(ref)  # a process standing for G GPUs, its parameters 1/s of their size
+    gpus, rank = reduced.get("gpus_per_rank", 1), emulated.rank_bytes(ref, reduced.get("gradient_scale", 1))
     most = max(p.gpus for p in points(ref))
     usable = available_bytes * emulated.MEMORY_SHARE
-    if most * rank <= usable:
+    if most / gpus * rank <= usable:
         return ""
-    fits = max(1, int(usable // rank))
-    return (f"memory: the largest point ({most} GPUs) needs {most * rank / 1e9:.1f} GB at {rank / 1e6:.0f} MB a rank, "
-            f"{usable / 1e9:.1f} GB usable now: points above {fits} GPUs will be skipped")
+    fits = max(1, int(usable // rank)) * gpus
+    return (f"memory: the largest point ({most} GPUs) needs {most / gpus * rank / 1e9:.1f} GB at {rank / 1e6:.0f} MB "
+            f"a rank, {usable / 1e9:.1f} GB usable now: points above {fits} GPUs will be skipped")
 
 
 def check(ref: Reference | None, probes: Probes = Probes()) -> Check:

@@ -112,7 +112,8 @@ def test_which_strategies_exchange_real_gradients_is_declared_per_framework():
     assert ddp.unsupported_exchange(Strategy.ONEBIT, gradients) is None
     assert ddp.unsupported_exchange(Strategy.PS_SYNC, gradients) is None
     assert ddp.unsupported_exchange(Strategy.PS_ASYNC, gradients) is None
-    assert "not fsdp" in ddp.unsupported_exchange(Strategy.FSDP, gradients)
+    assert ddp.unsupported_exchange(Strategy.FSDP, gradients) is None  # its collectives wrap the emulated layers
+    assert "not tensor_parallel" in ddp.unsupported_exchange(Strategy.TENSOR_PARALLEL, gradients)
     assert ddp.unsupported_exchange(Strategy.FSDP, {"exchange": "barrier"}) is None
     for name in frameworks.names():  # every framework's allreduce, each through its own machinery
         info = frameworks.get(name)

@@ -24,6 +24,7 @@ time behind schedule (``late_s``: this machine's CPU was short) is counted.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -48,17 +49,45 @@ class EmulatedModel(nn.Module):
     def __init__(self, model: nn.Module, shares: list[float], emulation: Mapping[str, object], factors: StepFactors):
         super().__init__()
         self.model = model
-        self.groups = [list(m.parameters(recurse=False)) for m in _owners(model)]
+        # the owners, not their parameters: FSDP swaps a module's parameters (sharded, gathered) in and out
+        self.owners = _owners(model)
         self.clock = LayerClock(shares, emulation, factors)
         self.carry = torch.zeros(())
+        self.spans: dict[int, tuple[nn.Module, int]] = {}  # first owner's index -> (unit, the index after it)
+        self.ready_at: Callable[[nn.Module], float] = lambda unit: 0.0
+
+    def run_units(self, units: list[nn.Module], ready_at: Callable[[nn.Module], float]) -> None:
+        """Run each of ``units`` (modules whose owners come one after the other) as a call of its own, so that
+        its hooks fire around its layers (FSDP's gathers before and reduce-scatters after); each unit's layers,
+        forward and backward, begin no sooner than ``ready_at(unit)`` (perf_counter s, once its gather is
+        waited for: its parameters' arrival)."""
+        index = {id(m): i for i, m in enumerate(self.owners)}
+        for unit in units:
+            inside = sorted(index[id(m)] for m in _owners(unit))
+            if inside != list(range(inside[0], inside[-1] + 1)):
+                raise ValueError(f"{type(unit).__name__}: its layers do not run one after the other")
+            self.spans[inside[0]] = (unit, inside[-1] + 1)
+            unit.forward = functools.partial(self._span, unit, inside[0], inside[-1] + 1)
+        self.ready_at = ready_at
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
         self.clock.start()
-        carry = self.carry
-        count = len(self.groups)
-        for index, params in enumerate(self.groups):
-            carry = _TimedLayer.apply(carry, self, index, count, *params)
+        carry, index = self.carry, 0
+        while index < len(self.owners):
+            unit, after = self.spans.get(index, (None, index + 1))
+            carry = unit(carry) if unit is not None else self._layer(carry, index)
+            index = after
         return carry
+
+    def _span(self, unit: nn.Module, first: int, after: int, carry: torch.Tensor) -> torch.Tensor:
+        """A unit's layers; its forward waits for its parameters (gathered by its pre-forward hook)."""
+        self.clock.hold(False, first, self.ready_at(unit))
+        for index in range(first, after):
+            carry = self._layer(carry, index, unit if index == after - 1 else None)
+        return carry
+
+    def _layer(self, carry: torch.Tensor, index: int, unit: nn.Module | None = None) -> torch.Tensor:
+        return _TimedLayer.apply(carry, self, index, len(self.owners), unit, *self.owners[index].parameters(recurse=False))
 
     def update(self) -> None:
         """The update's share of the step, after the exchange has delivered every gradient."""
@@ -83,15 +112,19 @@ class _TimedLayer(torch.autograd.Function):
     returns its parameters' gradients (the first layer's backward call begins the backward pass's clock)."""
 
     @staticmethod
-    def forward(ctx, carry, owner, index, count, *params):
-        ctx.owner, ctx.position, ctx.params = owner, count - 1 - index, params
+    def forward(ctx, carry, owner, index, count, unit, *params):
+        ctx.owner, ctx.position, ctx.unit = owner, count - 1 - index, unit
+        ctx.shapes = [(p.shape, p.dtype) for p in params]  # a sharded unit's gathered storage is freed after
         owner.clock.forward(index)
         return carry.clone()
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.unit is not None:  # a unit's last layer, the first of its backward: its parameters gathered again
+            ctx.owner.clock.hold(True, ctx.position, ctx.owner.ready_at(ctx.unit))
         ctx.owner.clock.backward(ctx.position)
-        return (grad, None, None, None, *(torch.full_like(p, GRADIENT_VALUE) for p in ctx.params))
+        return (grad, None, None, None, None,
+                *(torch.full(shape, GRADIENT_VALUE, dtype=dtype) for shape, dtype in ctx.shapes))
 
 
 def _owners(model: nn.Module) -> list[nn.Module]:

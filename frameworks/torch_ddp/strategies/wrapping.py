@@ -84,24 +84,14 @@ class TrainingStrategy:
 
 def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
           device_ids: list[int] | None, bucket_view: bool = False,
-          emulation: dict[str, Any] | None = None, nodes: int = 1) -> TrainingStrategy:
+          emulation: dict[str, Any] | None = None, nodes: int = 1, precision: str = "fp32") -> TrainingStrategy:
     """Wrap ``model`` for ``strategy`` with its (already validated) options; ``bucket_view``: the gradients
     are views of DDP's buckets (no copy of them apart: an emulated rank's memory, 102 MB for ResNet-50);
     ``emulation``: an emulated cluster's, made smaller (gpus_per_rank, gradient_scale: emulated_host.py), of
-    ``nodes`` hosts."""
+    ``nodes`` hosts; ``precision``: the run's (an emulated FSDP rank gathers its parameters in its half)."""
     emulation = emulation or {}
-    # FSDP and tensor parallelism are imported here, by the runs that use them: torch.distributed.fsdp
-    # and .tensor add about 1 s to every rank's start-up on 2 cores (as much as importing torch)
-    if strategy == Strategy.FSDP:  # sharded, no DDP: FSDP2 shards the model in place
-        from frameworks.torch_ddp.strategies import fsdp
-
-        sharded = fsdp.shard(model, options["reshard_after_forward"], "cuda" if device_ids else "cpu")
-        return TrainingStrategy(model, dense_bytes(model), sharded, after_step=sharded.after_step)
-    if strategy == Strategy.TENSOR_PARALLEL:  # no DDP: every rank holds a part of every layer
-        from frameworks.torch_ddp.strategies import tensor_parallel
-
-        counter = tensor_parallel.parallelize(model, "cuda" if device_ids else "cpu")
-        return TrainingStrategy(model, dense_bytes(model), counter, one_batch=True)
+    if strategy in (Strategy.FSDP, Strategy.TENSOR_PARALLEL):  # no DDP
+        return _without_ddp(strategy, options, model, device_ids, emulation, nodes, precision)
     ddp = DDP(model, device_ids=device_ids, gradient_as_bucket_view=bucket_view, **emulated_host.ddp_options(emulation))
     dense = dense_bytes(model)
     if strategy == Strategy.ALLREDUCE:
@@ -142,6 +132,24 @@ def build(strategy: Strategy, options: dict[str, Any], model: nn.Module,
                              options["nesterov"])
         return TrainingStrategy(ddp, dense, bmuf, after_step=bmuf.after_step, finish=bmuf.finish)
     raise ValueError(f"no PyTorch implementation of strategy {strategy.value}")
+
+
+def _without_ddp(strategy: Strategy, options: dict[str, Any], model: nn.Module, device_ids: list[int] | None,
+                 emulation: dict[str, Any], nodes: int, precision: str) -> TrainingStrategy:
+    """FSDP (sharded in place by FSDP2; an emulated rank's collectives timed) and tensor parallelism (every rank
+    holds a part of every layer), which wrap no DDP."""
+    # FSDP and tensor parallelism are imported here, by the runs that use them: torch.distributed.fsdp
+    # and .tensor add about 1 s to every rank's start-up on 2 cores (as much as importing torch)
+    if strategy == Strategy.FSDP:  # sharded, no DDP: FSDP2 shards the model in place
+        from frameworks.torch_ddp.strategies import fsdp
+
+        sharded = (fsdp.shard_emulated(model, options["reshard_after_forward"], precision, emulation, nodes)
+                   if emulation else fsdp.shard(model, options["reshard_after_forward"], "cuda" if device_ids else "cpu"))
+        return TrainingStrategy(model, dense_bytes(model), sharded, after_step=sharded.after_step)
+    from frameworks.torch_ddp.strategies import tensor_parallel
+
+    counter = tensor_parallel.parallelize(model, "cuda" if device_ids else "cpu")  # a part of every layer
+    return TrainingStrategy(model, dense_bytes(model), counter, one_batch=True)
 
 
 class LocalSgd:

@@ -51,7 +51,7 @@ def test_a_framework_or_strategy_without_the_reduction_is_a_one_line_error(write
     with pytest.raises(UserError, match=r"\[emulation\] gpus_per_rank: horovod_torch has no emulated cluster "
                                         r"with gpus_per_rank or gradient_scale"):
         _spec(write_scenario, framework="horovod_torch", launcher="horovodrun")
-    with pytest.raises(UserError, match=r"gradient_scale run in torch_ddp with allreduce only, not onebit"):
+    with pytest.raises(UserError, match=r"gradient_scale run in torch_ddp with allreduce, fsdp only, not onebit"):
         _spec(write_scenario, emulation="gradient_scale = 4", extra='strategy = "onebit"')
     with pytest.raises(UserError, match=r"gpus_per_rank, gradient_scale, update_share and input_workers need exchange"):
         text = scenario_text(emulation="gpus_per_rank = 2").replace('exchange = "gradients"', "")
