@@ -39,12 +39,13 @@ GRADIENTS = {"exchange": Exchange.GRADIENTS.value}  # an emulated cluster's [emu
 # A published configuration whose runs shard the model (FSDP: an 8B model's rank would hold 32 GB of fp32
 # parameters before sharding) runs reduced (docs/scaling.md, "Beyond one rank per GPU"): its parameters 1/s
 # of their size, s the least power of two that brings the fp32 model under SCALED_MODEL_BYTES, and each process
-# standing for the fewest GPUs G (a power of two dividing a host's) that keeps the largest point within
-# MAX_PROCESSES processes and this machine's memory, with at least two processes on a host, so that every
-# point's in-host exchange runs between real processes too. Data-parallel references keep their full size.
+# standing for the fewest GPUs G (a power of two, at most a host's) that keeps the largest point within
+# MAX_PROCESSES processes and this machine's memory. Data-parallel references keep their full size.
 REDUCED_STRATEGIES = (Strategy.FSDP,)
 SCALED_MODEL_BYTES = 32e6
-MAX_PROCESSES = 32  # 2 cores: a process imports torch and wakes for every collective
+# 2 cores, shared: a process imports torch and wakes for every collective; an emulated FSDP rank of Llama 3.1
+# 8B at 1/1024 peaked at 491 MB (RSS), and 32 of them would have held 15.7 GB of this machine's 23
+MAX_PROCESSES = 16
 
 
 def _gradient_bytes(ref: Reference) -> float:
@@ -71,7 +72,7 @@ def reduction(ref: Reference) -> dict[str, int]:
     fits = min(MAX_PROCESSES, _ranks_in_memory(rank_bytes(ref, scale)))
     most = max(p.gpus for p in points(ref))
     gpus = 1
-    while gpus * 2 <= pub.gpus_per_node // 2 and most / gpus > fits:
+    while gpus * 2 <= pub.gpus_per_node and most / gpus > fits:
         gpus *= 2
     return {"gpus_per_rank": gpus, "gradient_scale": scale}
 
@@ -162,13 +163,20 @@ def emulated_here(ref: Reference) -> str:
     return f"yes: {len(pts)} points, up to {most} emulated {kinds} GPUs{each}{beyond}"
 
 
-def launcher_for(framework: str) -> str:
-    """The framework's first launcher that reaches network-namespace hosts."""
+# A reduced cluster's many hosts launch through mpirun where the framework has it: its agent on a host (orted)
+# imports nothing, where torchrun's imports torch; torchrun's 16 agents for torchtitan's 128 GPUs did not all
+# meet within its rendezvous timeout on this 2-core machine under a load of 30 (benchmarks/emulated_scale.py
+# launches through mpirun for the same reason)
+REDUCED_LAUNCHER = "mpirun"
+
+
+def launcher_for(framework: str, reduced: bool = False) -> str:
+    """The framework's first launcher that reaches network-namespace hosts (REDUCED_LAUNCHER first, ``reduced``)."""
     reaching = launchers.netns_launchers()  # a launcher's fact, in its declaration (NETNS_PREFERENCE)
     usable = [name for name in frameworks.get(framework).launchers if name in reaching]
     if not usable:
         raise UserError(f"{framework}: none of its launchers reaches network-namespace hosts ({', '.join(reaching)})")
-    return usable[0]
+    return REDUCED_LAUNCHER if reduced and REDUCED_LAUNCHER in usable else usable[0]
 
 
 def emulated_scenarios(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
@@ -197,7 +205,7 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
         frameworks.FRAMEWORKS.check(framework, "--framework")
     for combo in (doc["matrix"], *doc["include"]):
         combo["framework"] = framework or combo["framework"]
-        combo["launcher"] = launcher_for(combo["framework"])
+        combo["launcher"] = launcher_for(combo["framework"], bool(reduction(ref)))
     names, addresses = list(hosts), list(hosts.values())
     doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in launchers.netns_launchers()}
     doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,

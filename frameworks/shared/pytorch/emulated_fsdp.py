@@ -97,7 +97,12 @@ class TimedAllGather(AllGather):
 
 
 class TimedReduceScatter(ReduceScatter):
-    """FSDP2's reduce-scatter of one unit's gradients, on the backward's thread, held until it is done."""
+    """FSDP2's reduce-scatter of one unit's gradients, on the backward's thread, held until it is done.
+
+    gloo's own reduce-scatter is an allreduce and a slice: each rank sends 2(n-1)/n of the input, twice a ring
+    reduce-scatter's (n-1)/n (counted on loopback: 2.0 and 6.0 times the input over all ranks at n = 2 and 4,
+    as its allreduce, where its all-gather sends 1.0 and 3.0). So the chunks go to their ranks through gloo's
+    all-to-all, each rank sending the (n-1)/n a ring reduce-scatter (NCCL's) does, and are summed here."""
 
     def __init__(self, timing: InHostTiming):
         self.timing = timing
@@ -108,7 +113,12 @@ class TimedReduceScatter(ReduceScatter):
     def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: dist.ProcessGroup,
                  op: Any, async_op: bool = False) -> None:
         start, nbytes = time.perf_counter(), input_tensor.numel() * input_tensor.element_size()
-        dist.reduce_scatter_single(output=output_tensor, input=input_tensor, group=group, op=op)
+        world = group.size()
+        received = torch.empty_like(input_tensor)
+        dist.all_to_all_single(received, input_tensor, group=group)  # chunk i of every rank to rank i
+        torch.sum(received.view(world, -1), dim=0, out=output_tensor)
+        if op == dist.ReduceOp.AVG:
+            output_tensor.div_(world)
         remaining = self.timing.done_at(start, time.perf_counter(), nbytes) - time.perf_counter()
         if remaining > 0:
             time.sleep(remaining)
