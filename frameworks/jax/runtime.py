@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -25,8 +26,15 @@ import numpy as np  # noqa: E402
 from harness.contract.axes import Device  # noqa: E402
 
 # Where compiled programs are kept between runs (JAX's persistent compilation cache), only when asked: a cached
-# program makes the compile event the cache's load time, not XLA's compilation.
+# program makes the compile event the cache's load time, not XLA's compilation. Kept in a folder per environment
+# (its folder's name, jax-<key of its pins>): another JAX's programs are not this one's.
 COMPILE_CACHE_VARIABLE = "ROSETTA_JAX_COMPILE_CACHE"
+
+
+def compile_cache(variables: dict[str, str] | None = None) -> Path | None:
+    """The compilation cache's folder for this environment, or None where the variable is unset."""
+    root = (os.environ if variables is None else variables).get(COMPILE_CACHE_VARIABLE)
+    return Path(root) / Path(sys.prefix).name if root else None
 
 
 def configure(device: Device) -> str:
@@ -35,10 +43,10 @@ def configure(device: Device) -> str:
         raise RuntimeError("device cuda: the jax environment (tools/envs/jax.txt) has no CUDA plugin (jax[cuda12])")
     jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")  # the ranks' collectives across processes
-    cache = os.environ.get(COMPILE_CACHE_VARIABLE)
-    if cache:
-        Path(cache).mkdir(parents=True, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", cache)
+    cache = compile_cache()
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(cache))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return "cpu"
 
