@@ -189,20 +189,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def compare_sides(args: argparse.Namespace):
     """The baseline's and the current rows: one sweep each (--*-sweep) or several (--*-sweeps)."""
     from harness.gate import compare
-    from harness.results import sweeps
 
     for one, many in (("baseline_sweep", "baseline_sweeps"), ("current_sweep", "current_sweeps")):
         if getattr(args, one) is not None and getattr(args, many) is not None:
             raise UserError(f"--{one.replace('_', '-')} and --{many.replace('_', '-')}: give one of them")
     same = Path(args.baseline).resolve() == Path(args.current).resolve()
     if args.current_sweeps is not None:
-        current = sweeps.select(compare.load_source(args.current, "all"), args.current_sweeps, where="--current-sweeps")
+        current = compare.load_sweeps(args.current, args.current_sweeps, where="--current-sweeps")
     else:
         current = compare.load_source(args.current, args.current_sweep)
     if args.baseline_sweeps is not None:
         exclude = tuple(sorted(set(current["sweep_id"]))) if same else ()
-        baseline = sweeps.select(compare.load_source(args.baseline, "all"), args.baseline_sweeps,
-                                 where="--baseline-sweeps", exclude=exclude)
+        baseline = compare.load_sweeps(args.baseline, args.baseline_sweeps, where="--baseline-sweeps",
+                                       exclude=exclude)
         return baseline, current
     base_sweep = args.baseline_sweep
     if base_sweep is None and args.current_sweep is None and args.current_sweeps is None and same:

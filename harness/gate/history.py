@@ -140,7 +140,9 @@ class Series:
 
 
 def load(sources: Sequence[str | Path]) -> pd.DataFrame:
-    frames = [compare.load_source(s, "all") for s in sources]
+    """Every row of the sources (a run in two of them once), in the columns a series is made of (COLUMNS):
+    a store's specs, telemetry and per-step JSON beyond them are never read."""
+    frames = [compare.load_source(s, "all", COLUMNS) for s in sources]
     return pd.concat(frames, ignore_index=True).drop_duplicates("run_id")
 
 
@@ -181,18 +183,45 @@ def series(table: pd.DataFrame, *, config_id: str | None = None, host: str | Non
     """Every series in the table (configuration x machine), its last ``last`` sweeps analysed; ``marks``:
     the stores' marks (accepted sweeps); ``canary``: also plant the canary in each."""
     table = select(table, config_id, host)
-    wanted = [c for c in table.columns
-              if c in NEEDED or c in MACHINE_FIELDS or c in compare.PROVENANCE_FIELDS or c in where.COLUMNS]
+    wanted = [c for c in table.columns if c in COLUMNS and c != "run_id"]
+    table = table[wanted].assign(_machine=_machines(table))
+    if last:  # the rows of each series' last sweeps alone become records (10^6 rows of dicts: gigabytes)
+        table = _last_sweeps(table, last)
     groups: dict[tuple[str, str], dict[str, list[dict]]] = {}
-    for row in table[wanted].to_dict("records"):  # plain records: pandas per sweep costs 20x the analysis
-        key = (str(row["config_id"]), machine_of(row))
+    for row in table.to_dict("records"):  # plain records: pandas per sweep costs 20x the analysis
+        key = (str(row["config_id"]), row.pop("_machine"))
         groups.setdefault(key, {}).setdefault(str(row["sweep_id"]), []).append(row)
     return [one_series(sweeps, settings, last, marks, canary) for sweeps in groups.values()]
+
+
+def _machines(table: pd.DataFrame) -> pd.Series:
+    """machine_of each row, made once per distinct machine (a store has a few, over 10^6 rows)."""
+    fields = [f for f in MACHINE_FIELDS if f in table.columns]
+    if not fields or table.empty:
+        return pd.Series(machine_of({}), index=table.index, dtype=object)
+    grouped = table.groupby(fields, dropna=False, sort=False)  # groups numbered in order of first appearance
+    firsts = table.loc[grouped.head(1).index, fields].to_dict("records")
+    names = [machine_of(row) for row in firsts]
+    return pd.Series(names, dtype=object).iloc[grouped.ngroup().to_numpy()].set_axis(table.index)
+
+
+def _last_sweeps(table: pd.DataFrame, last: int) -> pd.DataFrame:
+    """The rows of the ``last`` newest sweeps of each series (config_id x machine), sweeps ordered by their
+    newest row's timestamp as :func:`one_series` orders them."""
+    keys = [table["config_id"].astype(str), table["_machine"], table["sweep_id"].astype(str)]
+    stamps = table["timestamp"].astype(str).groupby(keys, sort=False).max().rename("newest").reset_index()
+    stamps.columns = ["config_id", "_machine", "sweep_id", "newest"]
+    stamps = stamps.sort_values("newest", kind="stable")
+    kept = stamps.groupby(["config_id", "_machine"], sort=False).tail(last)
+    chosen = pd.MultiIndex.from_frame(kept[["config_id", "_machine", "sweep_id"]])
+    return table[pd.MultiIndex.from_arrays(keys).isin(chosen)]
 
 
 NEEDED = ("config_id", "sweep_id", "timestamp", "status", "reason", "step_times_s", "throughput", "global_batch",
           "sample_unit", "framework", "workload", "size", "nodes", "procs_per_node", "batch_per_worker", "strategy",
           "storage", "launcher", *BUSY_COLUMNS)
+# what history and the dashboard read of a store (harness.gate.dashboard's DIMENSIONS are among NEEDED)
+COLUMNS = tuple(dict.fromkeys(("run_id", *NEEDED, *MACHINE_FIELDS, *compare.PROVENANCE_FIELDS, *where.COLUMNS)))
 
 
 def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int | None = None,

@@ -160,14 +160,13 @@ def select_sweep(results_dir: Path, sweep: str | None) -> tuple[pd.DataFrame, st
     """The rows of ``sweep`` (default: the latest; ``all``: every sweep) and the sweep's name."""
     from harness.results import table as results
 
-    table = results.load(Path(results_dir))
-    if table.empty:
+    order = results.sweep_order(results.RESULTS, Path(results_dir))  # chosen from two columns, then read
+    if order.empty:
         raise UserError(results.nothing_yet(Path(results_dir)))
-    sweep = sweep or latest_sweep(table)
-    if sweep != "all":
-        if sweep not in set(table["sweep_id"]):
-            raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
-        table = table[table["sweep_id"] == sweep]
+    sweep = sweep or latest_sweep(order)
+    if sweep != "all" and sweep not in set(order["sweep_id"]):
+        raise UserError(f"--sweep: no sweep {sweep!r} in {results_dir}")
+    table = results.load(Path(results_dir), sweeps=None if sweep == "all" else [sweep])
     check_reportable(table, str(Path(results_dir) / results.PARQUET))
     return table, sweep
 

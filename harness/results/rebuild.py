@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness.base.errors import UserError
 from harness.results import integrity
-from harness.results.table import CSV, PARQUET, RESULTS, ROW_JSON_GLOB, atomic_write, frame_of, locked
+from harness.results.table import CSV, PARQUET, RESULTS, ROW_JSON_GLOB, atomic_write, frame_of, locked, write_parquet
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,6 @@ def rebuild(results_dir: Path) -> Rebuilt:
         if (results_dir / PARQUET).exists() or (results_dir / PARQUET).is_symlink():
             kept = kept_name(results_dir)
             os.replace(results_dir / PARQUET, kept)
-        atomic_write(results_dir / PARQUET, lambda p: frame.to_parquet(p, index=False))
+        atomic_write(results_dir / PARQUET, lambda p: write_parquet(frame, p))
         atomic_write(results_dir / CSV, lambda p: frame.to_csv(p, index=False))
     return Rebuilt(len(frame), kept, skipped)

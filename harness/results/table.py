@@ -15,9 +15,11 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from harness.base.errors import UserError
 from harness.contract.axes import Status, values
@@ -73,43 +75,91 @@ def frame_of(fmt: TableFormat, rows: Iterable[dict[str, Any]] | pd.DataFrame) ->
     return frame.reindex(columns=list(fmt.columns)).astype(dict(fmt.columns))
 
 
-def load_table(fmt: TableFormat, results_dir: Path) -> pd.DataFrame:
-    """A whole table (empty, with the format's columns, if there is none yet)."""
+def load_table(fmt: TableFormat, results_dir: Path, columns: Sequence[str] | None = None,
+               sweeps: Sequence[str] | None = None) -> pd.DataFrame:
+    """A whole table (empty, with the format's columns, if there is none yet); ``columns`` and ``sweeps``
+    as :func:`read_file`."""
     results_dir = Path(results_dir)
     if results_dir.exists() and not results_dir.is_dir():
         raise UserError(f"{results_dir}: the results folder is a file")
     path = results_dir / fmt.parquet
     if not path.exists():
-        return frame_of(fmt, [])
-    return read_file(fmt, path)
+        empty = frame_of(fmt, [])
+        return empty if columns is None else empty[_wanted(fmt, columns)]
+    return read_file(fmt, path, columns, sweeps)
 
 
-def read_file(fmt: TableFormat, path: Path) -> pd.DataFrame:
+def _wanted(fmt: TableFormat, columns: Sequence[str]) -> list[str]:
+    """``columns`` and the ones every read checks (the required and filled ones), in the format's order."""
+    asked = set(columns) | set(fmt.required) | set(fmt.filled) | set(fmt.closed)
+    unknown = asked - set(fmt.columns)
+    if unknown:
+        raise ValueError(f"columns not in the {fmt.label} schema: {sorted(unknown)}")
+    return [c for c in fmt.columns if c in asked]
+
+
+def read_file(fmt: TableFormat, path: Path, columns: Sequence[str] | None = None,
+              sweeps: Sequence[str] | None = None) -> pd.DataFrame:
     """A table's Parquet file, migrated on read to the format's columns: every column added since it was
     written comes back empty (no column was ever renamed, dropped or retyped: tests/unit/results/test_old_tables.py
-    builds a table of each past schema)."""
+    builds a table of each past schema).
+
+    ``columns``: read only these (and the required ones), the others are never decoded: a store of 10^6 rows
+    holds gigabytes of specs and step times a verb may not need. ``sweeps``: only the rows of these sweep ids,
+    filtered by the Parquet reader (benchmarks/large_store.py). The file's column names and schema versions are
+    checked whatever is asked; the values are checked in the columns and rows read."""
     if path.is_dir():
         raise UserError(f"{path}: is a folder, not a {fmt.label} table")
+    present = _checked_columns(fmt, path)
+    names = None if columns is None else [c for c in _wanted(fmt, columns) if c in present]
+    rows = [("sweep_id", "in", list(sweeps))] if sweeps is not None else None
+    frame = _readable(fmt, path, lambda: pd.read_parquet(path, columns=names, filters=rows))
+    # columns added since it was written come back empty; others, wrong types and ids that are no names refused
+    kept = fmt.columns if columns is None else {c: fmt.columns[c] for c in _wanted(fmt, columns)}
+    frame = integrity.conformed(frame, kept, fmt.label, str(path))
+    integrity.check_filled(frame, fmt.filled, fmt.closed, str(path))
+    return frame
+
+
+def _readable(fmt: TableFormat, path: Path, read):
+    """``read()``, a pyarrow error as one line naming the file and where else the rows are kept."""
     try:
-        frame = pd.read_parquet(path)
-    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+        return read()
+    except (OSError, ValueError, pa.ArrowException) as exc:  # pyarrow's errors derive from these
         hint = f"; {fmt.recovery}" if fmt.recovery else ""
         raise UserError(f"{path}: not a readable {fmt.label} table ({_first_line(exc)}){hint}") from None
-    if "schema_version" not in frame.columns:
+
+
+def _checked_columns(fmt: TableFormat, path: Path) -> list[str]:
+    """The file's column names, once its schema versions, required columns and column names are known to be
+    this format's (from its footer and its schema_version column alone)."""
+    present = _readable(fmt, path, lambda: pq.read_schema(path).names)
+    if "schema_version" not in present:
         raise UserError(f"{path}: no schema_version column: not a {fmt.label} table this harness wrote")
-    versions = set(frame["schema_version"].dropna().unique())
+    column = _readable(fmt, path, lambda: pq.read_table(path, columns=["schema_version"]).column(0))
+    versions = set(column.drop_null().unique().to_pylist())
     readable = set(fmt.readable) | {fmt.version}
     if versions - readable:
         raise UserError(f"{path}: {fmt.label} schema versions {sorted(versions, key=str)}; this harness reads "
                         f"{', '.join(map(str, sorted(readable)))}")
-    missing = [c for c in fmt.required if c not in frame.columns]
+    missing = [c for c in fmt.required if c not in present]
     if missing:
         raise UserError(f"{path}: no {', '.join(missing)} column{'s' * (len(missing) > 1)}: every {fmt.label} table "
                         f"has had {'them' if len(missing) > 1 else 'one'}; not a table this harness wrote (edited?)")
-    # columns added since it was written come back empty; others, wrong types and ids that are no names refused
-    frame = integrity.conformed(frame, fmt.columns, fmt.label, str(path))
-    integrity.check_filled(frame, fmt.filled, fmt.closed, str(path))
-    return frame
+    unknown = sorted(set(present) - set(fmt.columns))
+    if unknown:  # read or not, a foreign column means a foreign table
+        raise UserError(f"{path}: columns not in the {fmt.label} schema: {', '.join(unknown)} (written by another "
+                        f"harness, or edited)")
+    return present
+
+
+def sweep_order(fmt: TableFormat, source: Path) -> pd.DataFrame:
+    """The sweep_id and timestamp columns alone of a results folder's table or a table's file (checked as
+    :func:`read_file` checks them): what a verb reads to choose its sweeps before it reads their rows."""
+    source = Path(source)
+    wanted = ["sweep_id", "timestamp"]
+    frame = read_file(fmt, source, wanted) if source.is_file() else load_table(fmt, source, wanted)
+    return frame[wanted]
 
 
 def nothing_yet(results_dir: Path) -> str:
@@ -150,9 +200,19 @@ def append_table(fmt: TableFormat, results_dir: Path, rows: Iterable[dict[str, A
     with locked(results_dir):
         _remove_stale_temporaries(results_dir, fmt)
         table = pd.concat([load_table(fmt, results_dir), frame_of(fmt, rows)], ignore_index=True)
-        atomic_write(results_dir / fmt.parquet, lambda p: table.to_parquet(p, index=False))
+        atomic_write(results_dir / fmt.parquet, lambda p: write_parquet(table, p))
         atomic_write(results_dir / fmt.csv, lambda p: table.to_csv(p, index=False))
     return table
+
+
+# Rows per Parquet row group: rows are appended in time order, so that a group's sweep_id statistics (min, max)
+# let a read of one sweep skip the others' groups undecoded (one group of 10^6 rows is decoded whole).
+ROW_GROUP = 20_000
+
+
+def write_parquet(frame: pd.DataFrame, path) -> None:
+    """``frame`` as a Parquet file in row groups of ROW_GROUP rows."""
+    frame.to_parquet(path, index=False, row_group_size=ROW_GROUP)
 
 
 def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -160,9 +220,10 @@ def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return frame_of(RESULTS, rows)
 
 
-def load(results_dir: Path) -> pd.DataFrame:
-    """The whole results table (empty with the schema's columns if there is none yet)."""
-    return load_table(RESULTS, results_dir)
+def load(results_dir: Path, columns: Sequence[str] | None = None, sweeps: Sequence[str] | None = None) -> pd.DataFrame:
+    """The whole results table (empty with the schema's columns if there is none yet); ``columns``: only
+    these (and the required ones); ``sweeps``: only these sweeps' rows (see :func:`read_file`)."""
+    return load_table(RESULTS, results_dir, columns, sweeps)
 
 
 def append(results_dir: Path, rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
