@@ -21,7 +21,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -31,10 +30,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from harness.results import table as results  # noqa: E402
+PARQUET = "results.parquet"  # harness.results.table.PARQUET (this process imports neither pandas nor the harness:
+# a child's peak RSS counts the pages it was forked with, so that a parent holding the made store inflates it)
 
 FRAMEWORKS = ("torch_ddp", "horovod_torch", "tf_mwms", "jax_pmap", "chainermn")
 WORKLOADS = (("resnet50", "images"), ("bert", "sequences"), ("gpt2", "sequences"), ("resnet50", "images"),
@@ -64,6 +61,11 @@ def _spec(config: int, framework: str, workload: str, repeat: int, nodes: int) -
 def make_store(folder: Path, rows: int, machines: int = 4, configs: int = 25, repeats: int = 3,
                seed: int = 7) -> Path:
     """Write a results table of about ``rows`` rows into ``folder`` (results.parquet only); returns its path."""
+    import numpy as np
+    import pandas as pd
+
+    from harness.results import table as results
+
     rng = np.random.default_rng(seed)
     per_round = machines * configs * repeats
     rounds = -(-rows // per_round)
@@ -147,14 +149,15 @@ VERBS = {  # verb -> its command line over the store (the folder) and the files 
 }
 
 
-def timed(argv: list[str]) -> tuple[float, float, int, str]:
-    """Seconds, peak RSS (MiB) and exit status of ``python -m harness.cli`` with ``argv``, in its own process."""
+def timed(argv: list[str], code_root: Path = ROOT) -> tuple[float, float, int, str]:
+    """Seconds, peak RSS (MiB) and exit status of ``python -m harness.cli`` with ``argv``, in its own process,
+    with the harness of ``code_root`` (a checkout: the code before a change, for its figures)."""
     code = ("import resource, runpy, sys; sys.argv = ['rosetta', *sys.argv[1:]]\n"
             "try:\n    runpy.run_module('harness.cli', run_name='__main__')\n"
             "finally:\n    sys.stderr.write(f\"\\nPEAK_RSS_KB {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n\")")
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=code_root, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(code_root), "COLUMNS": "200"})
     seconds = time.perf_counter() - began
     peak = [line for line in done.stderr.splitlines() if line.startswith("PEAK_RSS_KB ")]
     rss = int(peak[-1].split()[1]) / 1024 if peak else float("nan")
@@ -164,10 +167,11 @@ def timed(argv: list[str]) -> tuple[float, float, int, str]:
 
 
 def latest_sweep(store: Path) -> str:
-    import pyarrow.parquet as pq
-
-    cols = pq.read_table(store / results.PARQUET, columns=["sweep_id", "timestamp"]).to_pandas()
-    return str(cols.sort_values("timestamp")["sweep_id"].iloc[-1])
+    """The store's newest sweep (by its rows' timestamps), found in a child process."""
+    code = ("import sys, pyarrow.parquet as pq; t = pq.read_table(sys.argv[1], columns=['sweep_id', 'timestamp'])"
+            ".to_pandas(); print(t.sort_values('timestamp')['sweep_id'].iloc[-1])")
+    return subprocess.run([sys.executable, "-c", code, str(store / PARQUET)], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def main() -> int:
@@ -176,13 +180,20 @@ def main() -> int:
     parser.add_argument("--store", type=Path, default=Path("/tmp/rosetta-large-store"))
     parser.add_argument("--verbs", default=",".join(VERBS))
     parser.add_argument("--label", default="", help="what the figures are of (e.g. before, after), for RESULTS.md")
+    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose harness runs the verbs "
+                                                                  "(default: this one)")
     parser.add_argument("--append", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    parser.add_argument("--make-only", action="store_true", help=argparse.SUPPRESS)  # the child that makes it
     args = parser.parse_args()
     store = args.store / f"rows-{args.rows}"
-    if not (store / results.PARQUET).exists():
-        began = time.perf_counter()
+    if args.make_only:
         make_store(store, args.rows)
-        print(f"made {store / results.PARQUET} ({(store / results.PARQUET).stat().st_size / 2**20:.0f} MiB) in "
+        return 0
+    if not (store / PARQUET).exists():
+        began = time.perf_counter()
+        subprocess.run([sys.executable, __file__, "--make-only", "--rows", str(args.rows), "--store",
+                        str(args.store)], check=True)
+        print(f"made {store / PARQUET} ({(store / PARQUET).stat().st_size / 2**20:.0f} MiB) in "
               f"{time.perf_counter() - began:.0f} s", flush=True)
     out = args.store / "out"
     out.mkdir(parents=True, exist_ok=True)
@@ -191,7 +202,7 @@ def main() -> int:
     for verb in args.verbs.split(","):
         argv = [sweep if a == "latest-of-store" else a for a in VERBS[verb](store, out)]
         load = os.getloadavg()[0]
-        seconds, rss, rc, tail = timed(argv)
+        seconds, rss, rc, tail = timed(argv, args.code)
         line = (f"| {args.label} | {verb} | {args.rows:,} | {seconds:.1f} | {rss:,.0f} | {rc} | {load:.1f} |")
         print(line + (f"  ({tail})" if rc not in (0, 1) else ""), flush=True)
         lines.append(line)

@@ -62,7 +62,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     out = args.out or default_out(sources)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out: {out} is a file, not a folder")
-    table = history.load(sources)
+    table = history.load(sources, args.last)  # --last: only the sweeps analysed are read
     all_series = history.series(table, config_id=args.config, host=args.host, last=args.last, settings=settings,
                                 marks=marks.read(sources), canary=True)
     index = dashboard.write(all_series, table, out, f"rosetta dashboard: {', '.join(map(str, sources))}",

@@ -222,7 +222,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.last is not None and args.last < 3:
         raise UserError(f"--last: at least 3 sweeps are needed to judge one, got {args.last}")
     sources = args.sources or [args.results]
-    table = history.load(sources)
+    # --last: only the sweeps analysed are read (an --accept may name an older one)
+    table = history.load(sources, args.last if args.accept is None else None)
     if args.accept is not None:
         accept_sweep(table, sources[0], args)
     all_series = history.series(table, config_id=args.config, host=args.host, last=args.last, settings=settings,

@@ -195,14 +195,16 @@ def compare_sides(base: Side, cur: Side, *, alpha: float = ALPHA, floor: float =
 # ---------------------------------------------------------------- tables of results
 
 
-def load_source(source: str | Path, sweep: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def load_source(source: str | Path, sweep: str | None = None, columns: Sequence[str] | None = None,
+                sweeps: Sequence[str] | None = None) -> pd.DataFrame:
     """Rows of a results folder or a results Parquet file; ``sweep``: an id, ``all``, or None for the latest
-    sweep in the source; ``columns``: only these (and the required ones; None: all). The sweep is chosen from
+    sweep in the source; ``columns``: only these (and the required ones; None: all); ``sweeps``: with ``all``,
+    only these sweeps' rows (None: every sweep's). The sweep is chosen from
     the sweep_id and timestamp columns, then only its rows are read (a store of 10^6 rows holds one sweep's
     few hundred)."""
     path, order = _order(source)
     if sweep == "all":
-        return _read(path, columns)
+        return _read(path, columns, sweeps)
     if sweep is None:
         sweep = str(order.sort_values("timestamp")["sweep_id"].iloc[-1])
     if sweep not in set(order["sweep_id"]):

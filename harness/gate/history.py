@@ -139,10 +139,18 @@ class Series:
         return tuple(s for s in self.levels if s.slope)
 
 
-def load(sources: Sequence[str | Path]) -> pd.DataFrame:
+def load(sources: Sequence[str | Path], last: int | None = None) -> pd.DataFrame:
     """Every row of the sources (a run in two of them once), in the columns a series is made of (COLUMNS):
-    a store's specs, telemetry and per-step JSON beyond them are never read."""
-    frames = [compare.load_source(s, "all", COLUMNS) for s in sources]
+    a store's specs, telemetry and per-step JSON beyond them are never read. ``last``: only the rows of the
+    sweeps among some series' ``last`` newest (chosen from the id, time and machine columns, then read; what
+    :func:`series` with ``last`` analyses is all there)."""
+    sweeps = None
+    if last:
+        keys = pd.concat([compare.load_source(s, "all", KEY_COLUMNS)[list(KEY_COLUMNS)] for s in sources],
+                         ignore_index=True).drop_duplicates("run_id")
+        kept = _last_sweeps(keys.assign(_machine=_machines(keys)), last)
+        sweeps = sorted(set(kept["sweep_id"].astype(str)))
+    frames = [compare.load_source(s, "all", COLUMNS, sweeps) for s in sources]
     return pd.concat(frames, ignore_index=True).drop_duplicates("run_id")
 
 
@@ -207,21 +215,25 @@ def _machines(table: pd.DataFrame) -> pd.Series:
 
 def _last_sweeps(table: pd.DataFrame, last: int) -> pd.DataFrame:
     """The rows of the ``last`` newest sweeps of each series (config_id x machine), sweeps ordered by their
-    newest row's timestamp as :func:`one_series` orders them."""
-    keys = [table["config_id"].astype(str), table["_machine"], table["sweep_id"].astype(str)]
-    stamps = table["timestamp"].astype(str).groupby(keys, sort=False).max().rename("newest").reset_index()
-    stamps.columns = ["config_id", "_machine", "sweep_id", "newest"]
-    stamps = stamps.sort_values("newest", kind="stable")
-    kept = stamps.groupby(["config_id", "_machine"], sort=False).tail(last)
-    chosen = pd.MultiIndex.from_frame(kept[["config_id", "_machine", "sweep_id"]])
-    return table[pd.MultiIndex.from_arrays(keys).isin(chosen)]
-
+    newest row's timestamp as :func:`one_series` orders them (ties: the sweep seen first first)."""
+    sweeps = table.groupby([table["config_id"].astype(str), table["_machine"], table["sweep_id"].astype(str)],
+                           sort=False)
+    sweep = sweeps.ngroup()  # a number per (series, sweep), in order of first appearance
+    # a timestamp's rank in sorted order, whose maximum is the newest text's (a string maximum per group falls
+    # back to Python, one call a sweep: minutes at 10^6 rows)
+    rank = pd.Series(pd.factorize(table["timestamp"].astype(str), sort=True)[0], index=table.index)
+    firsts = table.loc[sweeps.head(1).index]
+    of_series = firsts.groupby([firsts["config_id"].astype(str), firsts["_machine"]], sort=False).ngroup()
+    newest = pd.DataFrame({"series": of_series.to_numpy(), "newest": rank.groupby(sweep).max().to_numpy()})
+    kept = newest.sort_values("newest", kind="stable").groupby("series", sort=False).tail(last).index
+    return table[sweep.isin(kept).to_numpy()]
 
 NEEDED = ("config_id", "sweep_id", "timestamp", "status", "reason", "step_times_s", "throughput", "global_batch",
           "sample_unit", "framework", "workload", "size", "nodes", "procs_per_node", "batch_per_worker", "strategy",
           "storage", "launcher", *BUSY_COLUMNS)
 # what history and the dashboard read of a store (harness.gate.dashboard's DIMENSIONS are among NEEDED)
 COLUMNS = tuple(dict.fromkeys(("run_id", *NEEDED, *MACHINE_FIELDS, *compare.PROVENANCE_FIELDS, *where.COLUMNS)))
+KEY_COLUMNS = ("run_id", "config_id", "sweep_id", "timestamp", *MACHINE_FIELDS)  # what a series' sweeps are known by
 
 
 def one_series(by_sweep: dict[str, list[dict]], settings: cp.Settings, last: int | None = None,

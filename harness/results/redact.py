@@ -11,8 +11,11 @@ only destroy the data (``HF_TOKEN=resnet50`` must not turn a row's workload into
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
+import secrets as random_bytes
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -74,11 +77,71 @@ def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: MASK if SECRET_NAME.search(k) else scrub(v) for k, v in env.items()}
 
 
-def scrub_folder(folder: Path, public: Iterable[str] = ()) -> list[Path]:
+RECORD = ".secrets.json"  # a run's folder: its secrets' salted hashes, private, while the run has no row
+
+
+def record_secrets(run_dir: Path, public: Iterable[str] = ()) -> Path:
+    """Keep, before a run is launched, what the scrub needs to find its secrets should the harness be killed
+    and the run scrubbed later from a shell without them: each secret value's length and salted SHA-256
+    (never the value), in a file only its owner reads (0600, made with O_EXCL and O_NOFOLLOW)."""
+    salt = random_bytes.token_hex(16)
+    digests = sorted({(len(v), _digest(salt, v)) for v in secret_values(public=public)})
+    path = Path(run_dir) / RECORD
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump({"salt": salt, "secrets": digests}, out)
+    return path
+
+
+def recorded_secrets(run_dir: Path) -> tuple[str, set[tuple[int, str]]] | None:
+    """The salt and (length, digest) pairs :func:`record_secrets` kept in ``run_dir``, or None (none kept:
+    a run from before, or a damaged record, which the caller treats as unknown secrets)."""
+    path = Path(run_dir) / RECORD
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd) as fh:
+            data = json.load(fh)
+        return str(data["salt"]), {(int(n), str(d)) for n, d in data["secrets"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _digest(salt: str, value: str) -> str:
+    return hashlib.sha256(f"{salt}\0{value}".encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def mask_recorded(text: str, record: tuple[str, set[tuple[int, str]]]) -> str:
+    """``text`` with every substring whose salted hash is a recorded secret's masked: each window of each
+    recorded length hashed (a log of 1 MB: about a second a length)."""
+    salt, digests = record
+    spans = []
+    for length in sorted({n for n, _ in digests}, reverse=True):  # longest first, as secret_values orders them
+        wanted = {d for n, d in digests if n == length}
+        prefix = hashlib.sha256(f"{salt}\0".encode())
+        for i in range(len(text) - length + 1):
+            window = prefix.copy()
+            window.update(text[i:i + length].encode("utf-8", "surrogateescape"))
+            if window.hexdigest() in wanted:
+                spans.append((i, i + length))
+    if not spans:
+        return text
+    masked, end = [], 0
+    for start, stop in sorted(spans):
+        if start >= end:
+            masked.append(text[end:start] + MASK)
+            end = stop
+        elif stop > end:  # overlapping a span already masked: its tail masked with it
+            end = stop
+    return "".join(masked) + text[end:]
+
+
+def scrub_folder(folder: Path, public: Iterable[str] = (),
+                 record: tuple[str, set[tuple[int, str]]] | None = None) -> list[Path]:
     """Rewrite, in place and atomically, every text file under a run's folder that holds a secret; returns
     them. Symbolic links are not followed (nothing outside the folder is written).
 
-    ``public``: values not to mask by value (the run's dimension values, see :func:`public_values`).
+    ``public``: values not to mask by value (the run's dimension values, see :func:`public_values`);
+    ``record``: the secrets a killed run recorded at launch (:func:`recorded_secrets`), masked too.
     """
     secrets = secret_values(public=public)
     rewritten = []
@@ -92,6 +155,7 @@ def scrub_folder(folder: Path, public: Iterable[str] = ()) -> list[Path]:
                     continue
             text = path.read_text(errors="surrogateescape")
             clean = scrub(text, secrets)
+            clean = mask_recorded(clean, record) if record and record[1] else clean
             if clean != text:
                 # a fresh name made with O_EXCL: a link planted at a fixed one would be written through
                 fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{name}.", suffix=".scrub")

@@ -177,10 +177,13 @@ def scrub_unfinished(results_dir: Path, held: Path | None = None) -> list[Path]:
         if run_dir.parent in busy:
             continue
         if run_dir.is_dir() and not run_dir.is_symlink() and not (run_dir / "row.json").exists():
-            rewritten += redact.scrub_folder(run_dir)
-            # private still: this shell's environment may lack the variables the killed run had, whose values
-            # the scrub cannot know (issue 52), so the log is not made readable to others
-            _make_private(run_dir / LAUNCHER_LOG)
+            # with the secrets the killed run recorded at launch: this shell may lack its variables (issue 52)
+            record = redact.recorded_secrets(run_dir)
+            rewritten += redact.scrub_folder(run_dir, record=record)
+            if record is None:  # a run from before the record (or a damaged one): its secrets are unknown here,
+                _make_private(run_dir / LAUNCHER_LOG)  # so its log is not made readable to others
+            else:
+                _make_readable(run_dir / LAUNCHER_LOG)
     return rewritten
 
 
@@ -222,8 +225,9 @@ def _new_run_dir(sweep_dir: Path) -> Path:
 def _record(results_dir: Path, run_dir: Path, row: dict[str, Any], observer: Observer | None) -> dict[str, Any]:
     """Persist a finished run's row (scrubbed of secrets, as its folder is), tell the observer, return it."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    redact.scrub_folder(run_dir, public=redact.public_values(row))
+    redact.scrub_folder(run_dir, public=redact.public_values(row), record=redact.recorded_secrets(run_dir))
     _make_readable(run_dir / LAUNCHER_LOG)
+    (run_dir / redact.RECORD).unlink(missing_ok=True)  # scrubbed: the record has served
     row = redact.scrub_row(row)
     results.write_row_json(run_dir / "row.json", row)
     results.append(results_dir, [row])
@@ -294,7 +298,9 @@ def run_one(spec: RunSpec, run_dir: Path, sweep_id: str, observer: Observer | No
         if observer and event:
             observer.step(spec, event)
 
-    # private until scrubbed (a harness killed mid-run leaves it as the launch wrote it; --resume scrubs it)
+    # what a later scrub needs should this harness be killed (the secrets' hashes), then the log private until
+    # scrubbed (a harness killed mid-run leaves it as the launch wrote it; --resume scrubs it)
+    redact.record_secrets(run_dir, public=redact.public_values({**spec.dimensions(), "run_dir": str(run_dir)}))
     os.close(os.open(run_dir / LAUNCHER_LOG, os.O_CREAT | os.O_WRONLY, 0o600))
     outcome = execute.run(command, cwd=provenance.REPO_ROOT, log_path=run_dir / LAUNCHER_LOG,
                           timeout_s=spec.timeout_s, on_tick=tick)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets as token_source
 
 import pytest
@@ -252,3 +253,37 @@ def test_a_harness_killed_mid_run_leaves_a_private_log_that_resume_scrubs(monkey
     assert cli.main(["run", str(path), "--results", str(out), "--resume"]) == 2  # no sweep of it in the table
     for file in (p for p in run_dir.rglob("*") if p.is_file()):
         assert secret.encode() not in file.read_bytes(), f"{file} holds the secret"
+
+
+# ------------------------------------------------------------------ what a killed run recorded at launch
+
+def test_a_killed_runs_record_scrubs_its_folder_from_a_shell_without_its_variables(monkeypatch, tmp_path):
+    """The record holds the secrets' salted hashes alone (0600); a scrub from a shell that lacks the variable
+    masks the value wherever it stands (any text around it, twice in a line), and the log is then no longer
+    private; without a record the log stays private (its secrets unknown)."""
+    from harness.running.runner import LAUNCHER_LOG, scrub_unfinished
+
+    secret = token_source.token_hex(12)
+    monkeypatch.setenv("STORAGE_PASSWORD", secret)
+    out = tmp_path / "results"
+    recorded, unrecorded = out / "runs" / "s1" / "0000", out / "runs" / "s1" / "0001"
+    for run_dir in (recorded, unrecorded):
+        (run_dir / "ranks").mkdir(parents=True)
+        (run_dir / LAUNCHER_LOG).write_text(f"x{secret}y and again:{secret}\n")
+        (run_dir / "ranks" / "rank0.err").write_text(f"[{secret}]")
+        os.chmod(run_dir / LAUNCHER_LOG, 0o600)
+    record = redact.record_secrets(recorded)
+    assert record.stat().st_mode & 0o777 == 0o600 and secret not in record.read_text()
+    monkeypatch.delenv("STORAGE_PASSWORD")
+    scrub_unfinished(out)
+    assert (recorded / LAUNCHER_LOG).read_text() == "x***y and again:***\n"
+    assert (recorded / "ranks" / "rank0.err").read_text() == "[***]"
+    assert (recorded / LAUNCHER_LOG).stat().st_mode & 0o077 == 0o666 & ~results.umask() & 0o077
+    assert secret in (unrecorded / LAUNCHER_LOG).read_text()  # nothing known of it here: left private
+    assert (unrecorded / LAUNCHER_LOG).stat().st_mode & 0o777 == 0o600
+
+
+def test_recorded_masking_merges_overlapping_secrets():
+    record = ("salt", {(len(v), redact._digest("salt", v)) for v in ("abcdef", "defghi", "zzzzzz")})  # noqa: SLF001
+    assert redact.mask_recorded("..abcdefghi..zzzzzzz", record) == "..***..***"
+    assert redact.mask_recorded("nothing here", record) == "nothing here"
