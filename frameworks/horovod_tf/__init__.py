@@ -24,7 +24,8 @@ INFO = FrameworkInfo(
     worker_module="frameworks.horovod_tf.worker",
     requires=("horovod", "tensorflow", "keras"),  # the first is the row's framework_version
     family="keras",
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.LLAMA, Workload.VGG16),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.LLAMA,
+               Workload.INCEPTION_V3, Workload.RESNET101, Workload.VGG16),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     storage=tuple(Storage),  # real data: resnet50 images through tf.data (shared/keras/input_pipeline.py)
     # cuda: each rank sees its local rank's GPU, NCCL operations where the wheel has them (tools/install_horovod.py

@@ -27,7 +27,8 @@ INFO = FrameworkInfo(
     requires=("horovod", "torch"),  # the first is the row's framework_version
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
     family="pytorch",
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA, Workload.VGG16),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA,
+               Workload.INCEPTION_V3, Workload.RESNET101, Workload.VGG16),
     strategies=(Strategy.ALLREDUCE, Strategy.FP16),  # fp16: hvd.Compression.fp16
     # real data: PyTorch's DataLoader (shared/pytorch/input_pipeline.py): images and bert partitions
     storage=tuple(Storage),

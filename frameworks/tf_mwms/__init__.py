@@ -25,11 +25,13 @@ INFO = FrameworkInfo(
     requires=("tensorflow", "keras"),
     workload_requires={Workload.DIGITS: ("sklearn",)},
     family="keras",
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA, Workload.VGG16),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA,
+               Workload.INCEPTION_V3, Workload.RESNET101, Workload.VGG16),
     strategies=(Strategy.ALLREDUCE, Strategy.PS_ASYNC),
-    # allreduce trains the two Keras models; ps_async the digits MLP (shared/keras/digits.py), the
+    # allreduce trains the Keras models; ps_async the digits MLP (shared/keras/digits.py), the
     # time-to-accuracy workload the asynchronous strategies are compared on
-    strategy_workloads={Strategy.ALLREDUCE: (Workload.RESNET50, Workload.BERT, Workload.LLAMA, Workload.VGG16),
+    strategy_workloads={Strategy.ALLREDUCE: (Workload.RESNET50, Workload.BERT, Workload.LLAMA, Workload.INCEPTION_V3,
+                                             Workload.RESNET101, Workload.VGG16),
                         Strategy.PS_ASYNC: (Workload.DIGITS,)},
     # ps_async: the coordinator, servers and workers on CPU (a GPU worker is untested here)
     strategy_devices={Strategy.PS_ASYNC: (Device.CPU,)},

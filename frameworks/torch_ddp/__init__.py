@@ -28,7 +28,8 @@ INFO = FrameworkInfo(
     requires=("torch",),
     workload_requires={Workload.BERT: ("transformers",), Workload.DIGITS: ("sklearn",)},
     family="pytorch",
-    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA, Workload.VGG16),
+    workloads=(Workload.RESNET50, Workload.BERT, Workload.DIGITS, Workload.LLAMA,
+               Workload.INCEPTION_V3, Workload.RESNET101, Workload.VGG16),
     # DDP communication hooks and torch.distributed.algorithms building blocks (strategies/wrapping.py)
     strategies=(Strategy.ALLREDUCE, Strategy.ONEBIT, Strategy.BMUF, Strategy.LOCAL_SGD, Strategy.FP16,
                 Strategy.BF16, Strategy.POWERSGD,

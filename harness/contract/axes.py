@@ -18,6 +18,8 @@ WORKLOAD_MODULES: dict[str, str] = {
     "llama": "harness.contract.workloads.llama",
     "digits": "harness.contract.workloads.digits",  # scikit-learn's handwritten digits: the time-to-accuracy workload
     # the classic scaling tables' models (Horovod's, tf_cnn_benchmarks'), as torchvision and Keras define them
+    "inception_v3": "harness.contract.workloads.inception_v3",
+    "resnet101": "harness.contract.workloads.resnet101",
     "vgg16": "harness.contract.workloads.vgg16",
 }
 # The workloads' names as the closed set a scenario's axis and a row take (``Workload.RESNET50 == "resnet50"``),

@@ -50,8 +50,7 @@ MAX_PROCESSES = 16
 
 def _gradient_bytes(ref: Reference) -> float:
     pub = ref.published
-    options = WORKLOADS[Workload(pub.workload)].options(Size(pub.size))
-    return 4 * max(pub.parameters, model_flops.weight_parameters(Workload(pub.workload), options))
+    return 4 * max(_gradient_parameters(pub, run) for run in pub.runs)
 
 
 def rank_bytes(ref: Reference, scale: int = 1) -> float:
@@ -81,6 +80,14 @@ def _ranks_in_memory(one_rank_bytes: float) -> int:
     return max(1, int(psutil.virtual_memory().available * MEMORY_SHARE // one_rank_bytes))
 
 
+def _gradient_parameters(pub, run) -> int:
+    """The parameters of ``run``'s model an emulated rank holds a gradient of (the published count, or the
+    weights the harness counts from the options where those are more)."""
+    workload = Workload(pub.workload_of(run))
+    options = WORKLOADS[workload].options(Size(pub.size))
+    return max(pub.parameters_of(run), model_flops.weight_parameters(workload, options))
+
+
 def max_ranks(ref: Reference) -> int:
     """Emulated ranks (processes) this machine's available memory holds at once."""
     return _ranks_in_memory(rank_bytes(ref, reduction(ref).get("gradient_scale", 1)))
@@ -108,8 +115,8 @@ def coverage(ref: Reference) -> str | None:
         if reason:
             return reason
         try:
-            accelerators.lookup(run.accelerator or pub.accelerator, Workload(pub.workload), run.batch_per_worker,
-                                Precision(run.precision), accelerators.load_profiles()[0])
+            accelerators.lookup(run.accelerator or pub.accelerator, Workload(pub.workload_of(run)),
+                                run.batch_per_worker, Precision(run.precision), accelerators.load_profiles()[0])
         except UserError as exc:
             return str(exc).removeprefix("emulation: ")
     return None
@@ -238,6 +245,8 @@ def error_lines(ref: Reference, rows: pd.DataFrame, predicted: pd.DataFrame) -> 
     for run in ref.published.runs:
         ok = rows[(rows["batch_per_worker"] == run.batch_per_worker) & (rows["precision"] == run.precision)
                   & (rows["status"] == "ok")]
+        if "workload" in ok:  # a series of another model (Horovod's tables: three) than its neighbours
+            ok = ok[ok["workload"] == ref.published.workload_of(run)]
         if (own := scenario_of(ref, run.series)) and "scenario" in ok:  # the series' own accelerator and links
             ok = ok[ok["scenario"] == own]
         by = ok.groupby("world_size").agg(tp=("throughput", "median"), k=("dilation", "max"),

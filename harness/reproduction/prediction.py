@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.contract.axes import CommAlgorithm, Size, Workload
 from harness.contract.workloads import WORKLOADS
-from harness.reproduction.reference import Reference
+from harness.reproduction.reference import PublishedRun, Reference
 from harness.scaling import projection
 from harness.scaling.model import GRADIENT_BYTES_PER_PARAMETER, Network, predict
 
@@ -37,9 +37,10 @@ def network_for(ref: Reference, inter_link: str = "", intra_link: str = "") -> N
     return Network(intra, inter, pub.gpus_per_node)
 
 
-def samples_per_item(ref: Reference) -> int:
-    """Samples one sequence of the published workload counts as (its tokens for a decoder; 1 otherwise)."""
-    info = WORKLOADS[Workload(ref.published.workload)]
+def samples_per_item(ref: Reference, run: PublishedRun | None = None) -> int:
+    """Samples one sequence of the published workload (``run``'s series') counts as (its tokens for a decoder;
+    1 otherwise)."""
+    info = WORKLOADS[Workload(ref.published.workload_of(run) if run else ref.published.workload)]
     return info.samples_per_item(info.options(Size(ref.published.size)))
 
 
@@ -51,15 +52,15 @@ def predicted_rows(ref: Reference) -> pd.DataFrame:
     if ref.published is None:
         return pd.DataFrame(rows)
     series = {s.label: s for s in ref.series}
-    grad = ref.published.parameters * GRADIENT_BYTES_PER_PARAMETER
     algorithm = CommAlgorithm(ref.published.algorithm)
     for run in ref.published.runs:
         s = series[run.series]
         if not s.throughput:
             continue
+        grad = ref.published.parameters_of(run) * GRADIENT_BYTES_PER_PARAMETER
         n0 = s.gpus[0]
         # s per step on one GPU at the first point's rate (a batch's samples: its tokens where the unit is tokens)
-        step_1 = run.batch_per_worker * samples_per_item(ref) / (s.throughput[0] / n0)
+        step_1 = run.batch_per_worker * samples_per_item(ref, run) / (s.throughput[0] / n0)
         net = network_for(ref, run.inter_link, run.intra_link)
         base = predict(step_1, run.batch_per_worker, grad, n0, algorithm, net)
         for n, published in zip(s.gpus, s.efficiencies()):

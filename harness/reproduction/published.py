@@ -117,7 +117,7 @@ def published_document(ref: Reference, *, launcher: str = "auto", device: str = 
     pub = _published(ref)
     combos = []
     for p in points(ref):
-        combo = {"framework": p.run.framework, "workload": pub.workload, "size": size or pub.size,
+        combo = {"framework": p.run.framework, "workload": pub.workload_of(p.run), "size": size or pub.size,
                  "storage": pub.storage, "nodes": p.nodes, "procs_per_node": p.procs_per_node,
                  "batch_per_worker": p.run.batch_per_worker if batch_per_worker is None else batch_per_worker,
                  "precision": precision or p.run.precision, "launcher": launcher, "strategy": p.run.strategy}

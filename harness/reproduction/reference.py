@@ -20,6 +20,7 @@ from harness.base import config
 from harness.base.config import Where
 from harness.base.errors import UserError
 from harness.contract.axes import CommAlgorithm, Precision, Size, Storage, Strategy, Workload
+from harness.contract.workloads import DECLARATIONS
 from harness.results.provenance import REPO_ROOT
 
 REFERENCE_FORMAT = 1
@@ -109,6 +110,7 @@ class PublishedRun:
     intra_link: str = ""  # overrides the configuration's (a series whose stack moved the bytes within a node otherwise)
     strategy: str = "allreduce"  # how the series distributed training (fsdp: sharded data parallelism)
     accelerator: str = ""  # overrides [published] accelerator (a series of another GPU model, or software's step)
+    workload: str = ""  # overrides [published] workload (a series of another model: Horovod's tables have three)
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,17 @@ class Published:
     # --at emulated have no input pipeline, so a point the source's input bound reads high in both
     source_input: str = ""
     runs: tuple[PublishedRun, ...] = ()  # from [[published.runs]]
+
+    def workload_of(self, run: PublishedRun) -> str:
+        """The workload ``run``'s series trained: its own, or the configuration's."""
+        return run.workload or self.workload
+
+    def parameters_of(self, run: PublishedRun) -> int:
+        """The parameters of ``run``'s model (the gradient it sends): the configuration's for its workload, the
+        published count of the series' own workload's model (its declaration's) for another."""
+        if not run.workload or run.workload == self.workload:
+            return self.parameters
+        return DECLARATIONS[run.workload].published_parameters or self.parameters
 
 
 @dataclass(frozen=True)
@@ -234,7 +247,8 @@ def _published(doc: Mapping[str, Any], where: Where, labels: list[str]) -> Publi
                            Where(where.file, f"published.runs][{i}"),
                            framework={"choices": frameworks.names()},
                            precision={"choices": [p.value for p in Precision]},
-                           strategy={"choices": [s.value for s in Strategy]})
+                           strategy={"choices": [s.value for s in Strategy]},
+                           workload={"choices": [w.value for w in Workload]})
         if run.series not in labels:
             raise Where(where.file, f"published.runs][{i}").error(
                 "series", f"{run.series!r} is no series label; labels: {', '.join(labels)}")

@@ -57,15 +57,16 @@ class Bottleneck(BuiltByFirstCall, layers.Layer):
 
 
 class ResNet50(BuiltByFirstCall, keras.Model):
-    """ResNet-50 v1.5: 25,557,032 trainable parameters at 1000 classes, any input size (NHWC)."""
+    """ResNet-50 v1.5: 25,557,032 trainable parameters at 1000 classes, any input size (NHWC); ``blocks``: the
+    bottlenecks of each stage, (3, 4, 23, 3) for ResNet-101 (44,549,160)."""
 
-    def __init__(self, num_classes: int = 1000, **kwargs):
+    def __init__(self, num_classes: int = 1000, blocks: tuple[int, ...] = (3, 4, 6, 3), **kwargs):
         super().__init__(**kwargs)
         self.stem_pad, self.stem_conv, self.stem_bn = layers.ZeroPadding2D(3), _conv(64, 7, 2), _bn()
         # zero padding before the max pool equals PyTorch's -inf padding here: its input is post-ReLU (>= 0)
         self.pool_pad, self.stem_pool = layers.ZeroPadding2D(1), layers.MaxPooling2D(3, strides=2)
         self.blocks, in_channels = [], 64
-        for width, count, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for (width, stride), count in zip(((64, 1), (128, 2), (256, 2), (512, 2)), blocks):
             for i in range(count):
                 self.blocks.append(Bottleneck(in_channels, width, stride if i == 0 else 1))
                 in_channels = width * Bottleneck.expansion

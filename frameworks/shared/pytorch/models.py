@@ -39,9 +39,10 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    """ResNet-50 v1.5: 25,557,032 parameters with 1000 classes, at any input size."""
+    """ResNet-50 v1.5: 25,557,032 parameters with 1000 classes, at any input size; ``blocks``: the bottlenecks of
+    each stage, (3, 4, 23, 3) for ResNet-101 (44,549,160)."""
 
-    def __init__(self, num_classes: int = 1000):
+    def __init__(self, num_classes: int = 1000, blocks: tuple[int, ...] = (3, 4, 6, 3)):
         super().__init__()
         self.stem = nn.Sequential(
             nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False),
@@ -50,9 +51,9 @@ class ResNet50(nn.Module):
             nn.MaxPool2d(3, stride=2, padding=1),
         )
         stages, in_channels = [], 64
-        for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for (width, stride), count in zip(((64, 1), (128, 2), (256, 2), (512, 2)), blocks):
             layers = []
-            for i in range(blocks):
+            for i in range(count):
                 layers.append(Bottleneck(in_channels, width, stride if i == 0 else 1))
                 in_channels = width * Bottleneck.expansion
             stages.append(nn.Sequential(*layers))

@@ -17,6 +17,7 @@ PRESETS = {
 }
 RESNET50_PARAMS = 25_557_032
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride), ResNet v1.5
+BLOCKS = tuple(blocks for _, blocks, _ in STAGES)  # a deeper ResNet (resnet101) has more blocks a stage
 
 
 def recipe(global_batch: int, options: Mapping[str, Any]) -> Recipe:
@@ -34,11 +35,16 @@ def batch(options: Mapping[str, Any], n: int, rng: np.random.Generator) -> dict[
 
 def layers(options: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The stem, the bottlenecks (a projection shortcut where the shape changes) and the classifier."""
+    return resnet_layers(options, BLOCKS)
+
+
+def resnet_layers(options: Mapping[str, Any], stage_blocks: tuple[int, ...]) -> list[dict[str, Any]]:
+    """A ResNet v1.5 of ``stage_blocks`` bottlenecks in each of the four stages: its FLOP-carrying layers."""
     size = conv_out(int(options["image_size"]), 7, 2, 3)
     records = [conv_record(3, 64, 7, 2, size)]
     size = conv_out(size, 3, 2, 1)  # max pool
     c_in = 64
-    for width, blocks, first_stride in STAGES:
+    for (width, _, first_stride), blocks in zip(STAGES, stage_blocks):
         for block in range(blocks):
             stride = first_stride if block == 0 else 1
             out = conv_out(size, 3, stride, 1)

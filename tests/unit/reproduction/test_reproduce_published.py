@@ -113,8 +113,8 @@ def test_every_horovod_reference_gets_slurm_jobs_in_the_cuda_image(name, tmp_pat
                      "pyxis", "--repeats", "1", "--results", str(tmp_path)])
     assert code == 0, capsys.readouterr().out
     scripts, horovod = sorted(tmp_path.glob("dry-run/*/*/job.sbatch")), 0
-    assert len(scripts) == len({(p.run.framework, p.run.batch_per_worker, p.run.precision, p.gpus)
-                                for p in published.points(ref)})
+    assert len(scripts) == len({(p.run.framework, ref.published.workload_of(p.run), p.run.batch_per_worker,
+                                 p.run.precision, p.gpus) for p in published.points(ref)})
     for script in scripts:
         spec = json.loads((script.parent / "spec.json").read_text())["run"]
         text = script.read_text()
