@@ -5,6 +5,8 @@ after the backward (the embedding and the LM head: half the model), which nothin
 and reduce-scatters hide behind their neighbours' layers. Were the collectives not run, or not held for, the
 step would be the profile's compute; were nothing overlapped, it would be their sum on top."""
 
+from pathlib import Path
+
 import pytest
 
 from harness.experiment import scenario
@@ -50,3 +52,31 @@ def test_one_fsdp_step_gathers_and_reduce_scatters_through_the_shaped_links(two_
     every = exposed + 4 * (2 * block * 2 + block * 4) / 2 / LINK_BPS  # and the 4 blocks', none hidden
     step = row["step_time_p50_s"]
     assert COMPUTE_S + 0.8 * exposed <= step <= COMPUTE_S + 1.5 * every, (step, exposed, every)
+
+
+@pytest.mark.parametrize("ranks", [2])  # 4 read 3.0 and 6.0 as well (docs/scaling.md); 2 tell them apart
+def test_the_reduce_scatter_is_a_ring_where_gloos_own_is_an_allreduce(ranks):
+    """Counted on a namespace's loopback: a ring reduce-scatter's ranks send (n-1)/n of the input each, (n-1) x
+    it in all; gloo's own sends twice that (its allreduce's), which the emulated rank therefore does not use."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and ip (a network namespace of its own, whose loopback only these ranks use)")
+    name = f"rosetta-ring-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        repo = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run(["ip", "netns", "exec", name, sys.executable, "-m", "tests.helpers.ring_bytes",
+                               str(ranks)], capture_output=True, text=True, timeout=240, cwd=repo, env=env)
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+    ok, ring, own = done.stdout.split()[-3:]
+    assert ok == "True", done.stderr[-2000:]
+    assert float(ring) == pytest.approx(ranks - 1, rel=0.02)
+    assert float(own) == pytest.approx(2 * (ranks - 1), rel=0.02)

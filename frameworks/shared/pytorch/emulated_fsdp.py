@@ -16,7 +16,8 @@ emulated cluster's shaped links. What the emulation adds to FSDP, and why:
   whose thread sleeps through each layer, would not.
 - The reduce-scatter runs on the backward's thread (FSDP2 calls it synchronously; on a GPU it is queued on its
   own stream): the backward's deadlines are counted from the pass's start, so a reduce-scatter shorter than the
-  next unit's layers is hidden behind them as a GPU's is, and the last one delays the step's end.
+  next unit's layers is hidden behind them as a GPU's is, and the last one delays the step's end. It is a ring
+  of gloo's point-to-point sends (:func:`ring_reduce_scatter`), not gloo's reduce-scatter, an allreduce.
 - ``gpus_per_rank`` G: what a ring through every GPU has beyond the processes' real ring is timed as for DDP
   (emulated_host.InHost): its W - P missing latency steps at the slowest hop's latency, and the in-host ring
   through the W GPUs over ``intra_link`` as a floor, one collective at a time; ``gradient_scale`` s: the
@@ -101,8 +102,9 @@ class TimedReduceScatter(ReduceScatter):
 
     gloo's own reduce-scatter is an allreduce and a slice: each rank sends 2(n-1)/n of the input, twice a ring
     reduce-scatter's (n-1)/n (counted on loopback: 2.0 and 6.0 times the input over all ranks at n = 2 and 4,
-    as its allreduce, where its all-gather sends 1.0 and 3.0). So the chunks go to their ranks through gloo's
-    all-to-all, each rank sending the (n-1)/n a ring reduce-scatter (NCCL's) does, and are summed here."""
+    as its allreduce, where its all-gather sends 1.0 and 3.0). So it runs as a ring here (NCCL's algorithm),
+    through gloo's point-to-point sends: n - 1 steps, each rank sending one chunk to the next and adding the
+    one it receives, so that each link, a host's network card included, carries what a ring's does."""
 
     def __init__(self, timing: InHostTiming):
         self.timing = timing
@@ -113,15 +115,28 @@ class TimedReduceScatter(ReduceScatter):
     def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: dist.ProcessGroup,
                  op: Any, async_op: bool = False) -> None:
         start, nbytes = time.perf_counter(), input_tensor.numel() * input_tensor.element_size()
-        world = group.size()
-        received = torch.empty_like(input_tensor)
-        dist.all_to_all_single(received, input_tensor, group=group)  # chunk i of every rank to rank i
-        torch.sum(received.view(world, -1), dim=0, out=output_tensor)
+        ring_reduce_scatter(output_tensor, input_tensor, group)
         if op == dist.ReduceOp.AVG:
-            output_tensor.div_(world)
+            output_tensor.div_(group.size())
         remaining = self.timing.done_at(start, time.perf_counter(), nbytes) - time.perf_counter()
         if remaining > 0:
             time.sleep(remaining)
+
+
+def ring_reduce_scatter(output: torch.Tensor, input_: torch.Tensor, group: dist.ProcessGroup) -> None:
+    """The sum of every rank's ``input_`` chunk r (of n equal ones) into rank r's ``output``, by a ring: at step
+    s rank r sends its running chunk r - s - 1 to rank r + 1 and adds chunk r - s - 2 from rank r - 1 into its
+    own, so that after n - 1 steps its chunk r holds every rank's (each rank sends (n-1)/n of the input)."""
+    n, rank = group.size(), group.rank()
+    chunks = input_.view(n, -1).clone()
+    received = torch.empty_like(chunks[0])
+    right, left = dist.get_global_rank(group, (rank + 1) % n), dist.get_global_rank(group, (rank - 1) % n)
+    for step in range(n - 1):
+        sent = dist.isend(chunks[(rank - step - 1) % n], right, group=group)
+        dist.recv(received, left, group=group)
+        chunks[(rank - step - 2) % n] += received
+        sent.wait()
+    output.copy_(chunks[rank])
 
 
 def shard(emulated: EmulatedModel, units: list[nn.Module], reshard_after_forward: bool, precision: str,
