@@ -332,20 +332,22 @@ def _run_emulated(ref, args: argparse.Namespace) -> list[dict] | None:
     settings = {k: v for k, v in {"repeats": args.repeats, "measured_steps": args.measured_steps}.items()
                 if v is not None}
     ready = prerequisites.check(ref)  # before the first point, not at the point that needs what is missing
-    reachable = args.gpus or emulated.max_ranks(ref)
+    needed = emulated.hosts_needed(ref, args.framework)
     if args.dry_run and not ready.ok:  # the plan over the hosts it would make, and what this machine lacks
-        for scenario in emulated.emulated_scenarios(ref, hosts.planned_hosts(emulated.hosts_needed(ref)), settings,
-                                                    args.dilation, args.framework):
-            print_dry_run(scenario, args.results, reachable)
+        for scenario in emulated.emulated_scenarios(ref, hosts.planned_hosts(needed), settings, args.dilation,
+                                                    args.framework):
+            print_dry_run(scenario, args.results, args.gpus or emulated.reachable(ref, scenario))
         print_items([escape(ready.line())])
         return None
     if not ready.ok:
         raise UserError(ready.line())
     print_items([escape(ready.line())])
     rows: list[dict] = []
-    with hosts.namespace_hosts(emulated.hosts_needed(ref)) as names:
-        # a scenario per set of series sharing an accelerator and links (batchai-tf-v100: Intel MPI, then TCP)
+    with hosts.namespace_hosts(needed) as names:
+        # a scenario per set of series sharing an accelerator and links (batchai-tf-v100: Intel MPI, then TCP),
+        # and per layout of their points (full size; reduced where the processes would not fit)
         for scenario in emulated.emulated_scenarios(ref, names, settings, args.dilation, args.framework):
+            reachable = args.gpus or emulated.reachable(ref, scenario)
             if args.dry_run:
                 print_dry_run(scenario, args.results, reachable)
             else:

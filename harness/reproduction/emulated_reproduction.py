@@ -5,97 +5,34 @@ gradients cross the published links, shaped and time-dilated, between network-na
 
 What covers a reference is data on both sides: its ``[published]`` accelerator, links and runs, and the
 registries (an accelerator profile for every run's batch and precision; the framework's declared
-``emulated_exchanges``). A point that needs more emulated ranks than this machine's memory holds is a
-skipped row saying so (each rank holds the model's parameters, gradients and the exchange's buffers).
+``emulated_exchanges``). Each point is laid out by harness/reproduction/emulated_plan.py: at full size where its
+processes fit this machine's memory, else reduced where its framework can (one process a host, gradients at
+1/32; a sharded reference always, its model 1/s of its size), else a skipped row saying so.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-import psutil
 
 import frameworks
 from harness import launchers
 from harness.base.errors import UserError
-from harness.contract.axes import Exchange, Precision, Size, Strategy, Workload
-from harness.contract.workloads import WORKLOADS
+from harness.contract.axes import Exchange, Precision, Strategy, Workload
 from harness.experiment import scenario
-from harness.machines import accelerators, model_flops
+from harness.experiment.matrix import expand
+from harness.machines import accelerators
+from harness.reproduction import emulated_plan as plan
+from harness.reproduction.emulated_plan import layout, max_ranks, rank_bytes
 from harness.reproduction.published import points, published_document
 from harness.reproduction.reference import Reference
 from harness.results import metrics
 
-RANK_BYTES_PER_GRADIENT_BYTE = 3  # parameters, gradients, DDP's buckets or Horovod's fusion buffer
-# of the memory available now that the emulated ranks may take together; the rest is the harness's, the
-# kernel's socket buffers' and the page cache's
-MEMORY_SHARE = 0.85
 GRADIENTS = {"exchange": Exchange.GRADIENTS.value}  # an emulated cluster's [emulation], as far as support goes
-# A published configuration whose runs shard the model (FSDP: an 8B model's rank would hold 32 GB of fp32
-# parameters before sharding) runs reduced (docs/scaling.md, "Beyond one rank per GPU"): its parameters 1/s
-# of their size, s the least power of two that brings the fp32 model under SCALED_MODEL_BYTES, and each process
-# standing for the fewest GPUs G (a power of two, at most a host's) that keeps the largest point within
-# MAX_PROCESSES processes and this machine's memory. Data-parallel references keep their full size.
-REDUCED_STRATEGIES = (Strategy.FSDP,)
-SCALED_MODEL_BYTES = 32e6
-# 2 cores, shared: a process imports torch and wakes for every collective; an emulated FSDP rank of Llama 3.1
-# 8B at 1/1024 peaked at 491 MB (RSS), and 32 of them would have held 15.7 GB of this machine's 23
-MAX_PROCESSES = 16
-
-
-def _gradient_bytes(ref: Reference) -> float:
-    pub = ref.published
-    return 4 * max(_gradient_parameters(pub, run) for run in pub.runs)
-
-
-def rank_bytes(ref: Reference, scale: int = 1) -> float:
-    """Bytes one emulated rank of the published model needs, in the hungriest of its runs' frameworks
-    (FrameworkInfo.emulated_rank_base_bytes; measured: 555 MB a DDP rank, 601 a Horovod one, for ResNet-50),
-    its gradients 1/``scale`` of their size."""
-    base = max(frameworks.get(run.framework).emulated_rank_base_bytes for run in ref.published.runs)
-    return base + RANK_BYTES_PER_GRADIENT_BYTE * _gradient_bytes(ref) / scale
-
-
-def reduction(ref: Reference) -> dict[str, int]:
-    """``[emulation]``'s gpus_per_rank and gradient_scale for the reference (see REDUCED_STRATEGIES); empty
-    where it runs at full size."""
-    pub = ref.published
-    if not any(Strategy(run.strategy) in REDUCED_STRATEGIES for run in pub.runs):
-        return {}
-    scale = 2 ** max(0, math.ceil(math.log2(_gradient_bytes(ref) / SCALED_MODEL_BYTES)))
-    fits = min(MAX_PROCESSES, _ranks_in_memory(rank_bytes(ref, scale)))
-    most = max(p.gpus for p in points(ref))
-    gpus = 1
-    while gpus * 2 <= pub.gpus_per_node and most / gpus > fits:
-        gpus *= 2
-    return {"gpus_per_rank": gpus, "gradient_scale": scale}
-
-
-def _ranks_in_memory(one_rank_bytes: float) -> int:
-    return max(1, int(psutil.virtual_memory().available * MEMORY_SHARE // one_rank_bytes))
-
-
-def _gradient_parameters(pub, run) -> int:
-    """The parameters of ``run``'s model an emulated rank holds a gradient of (the published count, or the
-    weights the harness counts from the options where those are more)."""
-    workload = Workload(pub.workload_of(run))
-    options = WORKLOADS[workload].options(Size(pub.size))
-    return max(pub.parameters_of(run), model_flops.weight_parameters(workload, options))
-
-
-def max_ranks(ref: Reference) -> int:
-    """Emulated ranks (processes) this machine's available memory holds at once."""
-    return _ranks_in_memory(rank_bytes(ref, reduction(ref).get("gradient_scale", 1)))
-
-
-def max_gpus(ref: Reference) -> int:
-    """Emulated GPUs this machine holds at once: its processes, each standing for gpus_per_rank of them."""
-    return max_ranks(ref) * reduction(ref).get("gpus_per_rank", 1)
 
 
 def coverage(ref: Reference) -> str | None:
@@ -111,7 +48,7 @@ def coverage(ref: Reference) -> str | None:
             return f"no framework {run.framework}"
         info = frameworks.get(run.framework)
         reason = (info.unsupported_exchange(Strategy(run.strategy), GRADIENTS)
-                  or info.unsupported_reduction(Strategy(run.strategy), reduction(ref)))
+                  or info.unsupported_reduction(Strategy(run.strategy), plan.sharded_reduction(ref)))
         if reason:
             return reason
         try:
@@ -157,17 +94,39 @@ def emulated_here(ref: Reference) -> str:
     if reason:
         return f"no: {reason}"
     pts = points(ref)
-    fits, reduced = max_gpus(ref), reduction(ref)
     most = max(p.gpus for p in pts)
-    scale = reduced.get("gradient_scale", 1)
-    beyond = "" if most <= fits else f"; points above {fits} GPUs skipped (memory: {rank_bytes(ref, scale) / 1e6:.0f} MB a rank)"
-    if reduced:
-        beyond += (f"; reduced: a process for {reduced['gpus_per_rank']} GPUs, parameters 1/{scale} of their size "
-                   f"over links {scale} times slower")
+    beyond = _beyond_memory(ref)
     kinds = "/".join(dict.fromkeys(part.published.accelerator for _, part in emulated_series(ref)))
     cut = len(emulated_series(ref))
     each = f", a scenario per series' own accelerator and links ({cut})" if cut > 1 else ""
     return f"yes: {len(pts)} points, up to {most} emulated {kinds} GPUs{each}{beyond}"
+
+
+def _beyond_memory(ref: Reference) -> str:
+    """What ``--list`` adds where points run reduced (emulated_plan.layout) or are skipped for memory."""
+    reduced: list[int] = []
+    skipped: dict[str, list[int]] = {}
+    for p in points(ref):
+        lay = layout(ref, p.run.framework, p.run.strategy, p.nodes, p.procs_per_node)
+        if not plan.fits(ref, p.run.framework, lay):
+            skipped.setdefault(p.run.framework, []).append(p.gpus)
+        elif lay.reduced:
+            reduced.append(p.gpus)
+    sharded = plan.sharded_reduction(ref)
+    if sharded:
+        scale = sharded["gradient_scale"]
+        text = (f"; reduced: a process for {sharded['gpus_per_rank']} GPUs, parameters 1/{scale} of their size "
+                f"over links {scale} times slower")
+    elif reduced:
+        text = (f"; {min(reduced)} GPUs and more reduced (a process a host, gradients at "
+                f"1/{plan.REDUCED_GRADIENT_SCALE})")
+    else:
+        text = ""
+    for name, gpus in skipped.items():
+        why = frameworks.get(name).unsupported_reduction(Strategy.ALLREDUCE, {"gradient_scale": 2}) or "memory"
+        text += (f"; {name}'s points of {min(gpus)} GPUs and more skipped ({rank_bytes(ref, 1, name) / 1e6:.0f} MB "
+                 f"a rank; {why})")
+    return text
 
 
 # A reduced cluster's many hosts launch through mpirun where the framework has it: its agent on a host (orted)
@@ -187,39 +146,78 @@ def launcher_for(framework: str, reduced: bool = False) -> str:
 
 
 def emulated_scenarios(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
-                       dilation: float = 0.0, framework: str | None = None) -> list[scenario.Scenario]:
-    """The published configuration on emulated hosts, a scenario per part of :func:`emulated_series`
-    (each of its series over its own accelerator and links), to run one after another."""
+                       dilation: float = 0.0, framework: str | None = None,
+                       available: int | None = None) -> list[scenario.Scenario]:
+    """The published configuration on emulated hosts, to run one after another: a scenario per part of
+    :func:`emulated_series` (each of its series over its own accelerator and links), cut again where its
+    points are laid out differently (emulated_plan.layout: full size, or reduced to fit ``available`` bytes,
+    default: now's), since a scenario's [emulation] is one."""
     reason = coverage(ref)
     if reason:
         raise UserError(f"{ref.id}: --at emulated: {reason}")
-    return [emulated_scenario(part, hosts, settings, dilation, framework, name) for name, part in emulated_series(ref)]
+    out = []
+    for name, part in emulated_series(ref):
+        groups = _laid_out(part, settings, framework, available)
+        for (gpus_per_rank, scale), combos in groups.items():
+            suffix = f"-reduced-{gpus_per_rank}-a-process" if scale > 1 and len(groups) > 1 else ""
+            out.append(emulated_scenario(part, hosts, settings, dilation, framework, name + suffix,
+                                         combos=combos, reduction=(gpus_per_rank, scale)))
+    return out
 
 
-def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
-                      dilation: float = 0.0, framework: str | None = None, name: str = "") -> scenario.Scenario:
-    """The published configuration on emulated hosts ``hosts`` (name -> address): device emulated, real
-    gradients, the published accelerator and links (those of ``[published]``: one set for every series, see
-    :func:`emulated_scenarios`; ``framework``: another one than the published); warm-up 1, 4 measured
-    steps and one repeat unless ``settings`` say otherwise (a dilated step of 16 GPUs lasts tens of seconds)."""
-    reason = coverage(ref)
-    if reason:
-        raise UserError(f"{ref.id}: --at emulated: {reason}")
-    pub = ref.published
+def _combos(ref: Reference, settings: Mapping[str, Any] | None,
+            framework: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The published document on the emulated device (warm-up 1, 4 measured steps, one repeat unless
+    ``settings`` say otherwise) and its points' combinations, with ``framework`` where given."""
     doc = published_document(ref, device="emulated", settings={"warmup_steps": 1, "measured_steps": 4, "repeats": 1,
                                                                "timeout_s": 3600, **(settings or {})})
     if framework:
         frameworks.FRAMEWORKS.check(framework, "--framework")
-    for combo in (doc["matrix"], *doc["include"]):
+    combos = [doc["matrix"], *doc["include"]]
+    for combo in combos:
         combo["framework"] = framework or combo["framework"]
-        combo["launcher"] = launcher_for(combo["framework"], bool(reduction(ref)))
+    return doc, combos
+
+
+def _laid_out(ref: Reference, settings: Mapping[str, Any] | None, framework: str | None,
+              available: int | None) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """The points' combinations as laid out (their hosts, processes and launcher), grouped by their layout's
+    (gpus_per_rank, gradient_scale)."""
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for combo in _combos(ref, settings, framework)[1]:
+        lay = layout(ref, combo["framework"], combo["strategy"], combo["nodes"], combo["procs_per_node"], available)
+        groups.setdefault(lay.key, []).append({**combo, "nodes": lay.nodes, "procs_per_node": lay.procs_per_node,
+                                               "launcher": launcher_for(combo["framework"], lay.reduced)})
+    return groups
+
+
+def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
+                      dilation: float = 0.0, framework: str | None = None, name: str = "",
+                      combos: list[dict[str, Any]] | None = None,
+                      reduction: tuple[int, int] | None = None) -> scenario.Scenario:
+    """The published configuration on emulated hosts ``hosts`` (name -> address): device emulated, real
+    gradients, the published accelerator and links (those of ``[published]``: one set for every series, see
+    :func:`emulated_scenarios`; ``framework``: another one than the published); warm-up 1, 4 measured
+    steps and one repeat unless ``settings`` say otherwise (a dilated step of 16 GPUs lasts tens of seconds).
+    ``combos``: these laid-out points with ``reduction``'s (gpus_per_rank, gradient_scale); default: every
+    published point, where they are laid out alike."""
+    reason = coverage(ref)
+    if reason:
+        raise UserError(f"{ref.id}: --at emulated: {reason}")
+    pub = ref.published
+    doc, _ = _combos(ref, settings, framework)
+    if combos is None:
+        groups = _laid_out(ref, settings, framework, None)
+        if len(groups) > 1:
+            raise UserError(f"{ref.id}: its points are laid out {len(groups)} ways: see emulated_scenarios")
+        [(reduction, combos)] = groups.items()
+    doc["matrix"], doc["include"] = dict(combos[0]), [dict(c) for c in combos[1:]]
     names, addresses = list(hosts), list(hosts.values())
     doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in launchers.netns_launchers()}
     doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
-                        "inter_link": pub.inter_link, "dilation": dilation, **reduction(ref)}
-    gpus = doc["emulation"].get("gpus_per_rank", 1)
-    for combo in (doc["matrix"], *doc["include"]):  # a host's processes, each standing for its G GPUs
-        combo["procs_per_node"] = max(1, combo["procs_per_node"] // gpus)
+                        "inter_link": pub.inter_link, "dilation": dilation}
+    if reduction != (1, 1):
+        doc["emulation"].update(gpus_per_rank=reduction[0], gradient_scale=reduction[1])
     doc["name"], doc["description"] = name or f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
     return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=doc["name"])
 
@@ -230,8 +228,18 @@ def netns_options(launcher: str, names: list[str], addresses: list[str]) -> dict
     return {"hosts": names, "remote": "netns", **({"addresses": addresses} if "addresses" in takes else {})}
 
 
-def hosts_needed(ref: Reference) -> int:
-    return max(p.nodes for p in points(ref))
+def reachable(ref: Reference, scenario_: scenario.Scenario) -> int:
+    """The processes one of :func:`emulated_scenarios`' scenarios may start at once: those of its gradients'
+    scale that this machine's memory holds (a point beyond them is a skipped row)."""
+    used = {spec.framework for spec in expand(scenario_)}  # the hungriest of the scenario's frameworks
+    return min(max_ranks(ref, scenario_.emulation.gradient_scale, framework=name) for name in used)
+
+
+def hosts_needed(ref: Reference, framework: str | None = None, available: int | None = None) -> int:
+    """The namespace hosts the largest point takes, as laid out (a reduced point's may be merged; ``framework``:
+    the one run instead of the published)."""
+    return max(layout(ref, framework or p.run.framework, p.run.strategy, p.nodes, p.procs_per_node, available).nodes
+               for p in points(ref))
 
 
 def error_lines(ref: Reference, rows: pd.DataFrame, predicted: pd.DataFrame) -> list[str]:

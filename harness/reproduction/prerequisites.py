@@ -1,9 +1,10 @@
 """What ``rosetta reproduce NAME --at emulated`` needs of this machine, checked before its first point: root
 (the hosts are network namespaces), ``ip`` and ``tc`` (iproute2: the hosts, their links and each link's rate),
 ``iptables`` (each link's latency: the delay line's NFQUEUE, harness/base/delay_line.py) and the memory the
-reference's largest point takes (its ranks x one rank's bytes, harness.reproduction.emulated_reproduction.
-rank_bytes). A missing tool or root stops the run in one line naming what is missing and the command that
-installs it; too little memory is said, not fatal: the points beyond it are skipped rows saying so.
+reference's largest point takes (its ranks x one rank's bytes, harness.reproduction.emulated_plan.rank_bytes; laid
+out reduced where it does not fit). A missing tool or root stops the run in one line naming what is missing and
+the command that installs it; too little memory is said, not fatal: the points beyond it run reduced or are
+skipped rows saying so.
 
 The probes (root, a tool's path, the memory available) are arguments, so a test asks about any machine
 without starting a process.
@@ -18,7 +19,7 @@ from typing import Callable
 
 import psutil
 
-from harness.reproduction import emulated_reproduction as emulated
+from harness.reproduction import emulated_plan as plan
 from harness.reproduction.published import points
 from harness.reproduction.reference import Reference
 
@@ -75,17 +76,26 @@ class Check:
 
 
 def memory_note(ref: Reference, available_bytes: int) -> str:
-    """"" when the largest point's ranks fit this machine's usable memory, else how much it needs and which
-    points will be skipped (the usable share: emulated_reproduction.MEMORY_SHARE of what is available)."""
-    reduced = emulated.reduction(ref)  # a process standing for G GPUs, its parameters 1/s of their size
-    gpus, rank = reduced.get("gpus_per_rank", 1), emulated.rank_bytes(ref, reduced.get("gradient_scale", 1))
-    most = max(p.gpus for p in points(ref))
-    usable = available_bytes * emulated.MEMORY_SHARE
-    if most / gpus * rank <= usable:
+    """"" when the largest point's ranks fit this machine's usable memory at full size, else how much it needs
+    and how it runs: reduced (emulated_plan.layout: host processes, gradients 1/s of their size) or, where even
+    that does not fit or its framework has no reductions, which points will be skipped (the usable share:
+    emulated_plan.MEMORY_SHARE of what is available)."""
+    largest = max(points(ref), key=lambda p: p.gpus)
+    framework = largest.run.framework
+    rank = plan.rank_bytes(ref, 1, framework)
+    usable = plan.usable_bytes(available_bytes)
+    lay = plan.layout(ref, framework, largest.run.strategy, largest.nodes, largest.procs_per_node, available_bytes)
+    if largest.gpus * rank <= usable and not lay.reduced:
         return ""
-    fits = max(1, int(usable // rank)) * gpus
-    return (f"memory: the largest point ({most} GPUs) needs {most / gpus * rank / 1e9:.1f} GB at {rank / 1e6:.0f} MB "
-            f"a rank, {usable / 1e9:.1f} GB usable now: points above {fits} GPUs will be skipped")
+    need = (f"memory: the largest point ({largest.gpus} GPUs) needs {largest.gpus * rank / 1e9:.1f} GB at "
+            f"{rank / 1e6:.0f} MB a rank, {usable / 1e9:.1f} GB usable now")
+    processes = lay.nodes * lay.procs_per_node
+    if lay.reduced and plan.fits(ref, framework, lay, available_bytes):
+        reduced = processes * plan.rank_bytes(ref, lay.gradient_scale, framework)
+        return (f"{need}: it runs reduced, {processes} processes of {lay.gpus_per_rank} GPUs, gradients at "
+                f"1/{lay.gradient_scale} ({reduced / 1e9:.1f} GB)")
+    most = plan.max_ranks(ref, lay.gradient_scale, available_bytes, framework) * lay.gpus_per_rank
+    return f"{need}: points above {most} GPUs will be skipped"
 
 
 def check(ref: Reference | None, probes: Probes = Probes()) -> Check:

@@ -411,7 +411,8 @@ def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monk
     import pandas as pd
 
     import frameworks
-    from harness.reproduction import emulated_reproduction as emulated, reference
+    from harness.reproduction import emulated_plan, reference
+    from harness.reproduction import emulated_reproduction as emulated
     from harness.reproduction.prediction import predicted_rows
 
     batchai = reference.get("batchai-torch-v100")
@@ -430,9 +431,11 @@ def test_reproduce_at_emulated_covers_references_and_says_each_points_error(monk
     console.print(reference_list.references_table())
     assert "no [published] accelerator" in console.export_text()  # the section's name, not taken for markup
     monkeypatch.undo()
-    monkeypatch.setattr(emulated, "max_ranks", lambda ref: 16)
-    assert "points above 16 GPUs skipped" in emulated.emulated_here(batchai)
-    scenario_ = emulated.emulated_scenario(batchai, {"h0": "10.0.0.1", "h1": "10.0.0.2"}, framework="torch_ddp")
+    monkeypatch.setattr(emulated_plan, "usable_bytes", lambda available=None: 16.5 * emulated.rank_bytes(batchai))
+    assert "horovod_torch's points of 32 GPUs and more skipped" in emulated.emulated_here(batchai)  # no reductions
+    full, reduced = emulated.emulated_scenarios(batchai, {"h0": "10.0.0.1", "h1": "10.0.0.2"}, framework="torch_ddp")
+    assert (reduced.emulation.gpus_per_rank, reduced.emulation.gradient_scale) == (4, 32)  # torch_ddp: 32 reduced
+    scenario_ = full
     assert scenario_.emulation.exchange.value == "gradients" and scenario_.emulation.inter_link == "TCP-cloud-2018"
     rows = pd.DataFrame([{"device": "emulated", "status": "ok", "framework": "torch_ddp", "batch_per_worker": 64,
                           "precision": "fp32", "world_size": n, "throughput": tp, "dilation": 32.0,

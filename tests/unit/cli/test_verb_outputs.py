@@ -2,7 +2,8 @@
 printed before (tests/data/verbs/, recorded at commit 6ee4b5a by tests/helpers/verb_outputs.py; since then
 changed on purpose only where a file moved: the accelerator profiles' path in `reproduce --list`; and where a
 framework, launcher or workload joined: jax and spark in `list`, jax in dlperf-rn50-4x8's runs, the classic
-scaling tables' models in `list` and their references' series in `reproduce --list`)."""
+scaling tables' models in `list` and their references' series in `reproduce --list`; and where `--at emulated`
+began to run points beyond memory reduced, the points `reproduce --list` says are reduced or skipped)."""
 
 from __future__ import annotations
 

@@ -67,12 +67,13 @@ def test_torch_ddp_declares_fsdp_on_the_emulated_cluster_and_its_reductions():
 def test_torchtitans_fsdp_table_runs_reduced_on_the_emulated_cluster():
     """Its 8B model's fp32 parameters (32 GB) 1/1024 of their size (under 32 MB), a process for a host's 8 GPUs:
     one for 8 GPUs, 16 for 128."""
+    from harness.reproduction import emulated_plan
     from harness.reproduction import emulated_reproduction as emulated
     from harness.reproduction.reference import all_references
 
     refs = all_references()
     ref = refs["torchtitan-llama31-8b-h100"]
     assert emulated.coverage(ref) is None
-    assert emulated.reduction(ref) == {"gpus_per_rank": 8, "gradient_scale": 1024}
+    assert emulated_plan.sharded_reduction(ref) == {"gpus_per_rank": 8, "gradient_scale": 1024}
     assert emulated.emulated_here(ref).startswith("yes: 2 points, up to 128 emulated h100-grand-teton GPUs")
-    assert emulated.reduction(refs["batchai-torch-v100"]) == {}  # data parallel: the full size
+    assert emulated_plan.sharded_reduction(refs["batchai-torch-v100"]) == {}  # data parallel: the full size

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.launchers import hosts
-from harness.reproduction import emulated_reproduction as emulated
+from harness.reproduction import emulated_plan
 from harness.reproduction import prerequisites
 from harness.reproduction import reference
 from tests.helpers import REPO
@@ -41,13 +41,21 @@ def test_without_root_it_says_so_and_how():
 
 
 def test_too_little_memory_is_said_but_does_not_stop_the_run():
-    rank = emulated.rank_bytes(REF)
-    available = int(10.5 * rank / emulated.MEMORY_SHARE)  # 10 ranks fit
+    rank = emulated_plan.rank_bytes(REF)
+    available = int(10.5 * rank / emulated_plan.MEMORY_SHARE)  # 10 ranks fit
     check = prerequisites.check(REF, probes(available=available))
     assert check.ok
     assert f"the largest point (32 GPUs) needs {32 * rank / 1e9:.1f} GB" in check.line()
     assert "points above 10 GPUs will be skipped" in check.line()
-    assert prerequisites.check(REF, probes(available=int(32 * rank / emulated.MEMORY_SHARE) + 1)).memory == ""
+    assert prerequisites.check(REF, probes(available=int(32 * rank / emulated_plan.MEMORY_SHARE) + 1)).memory == ""
+
+
+def test_a_largest_point_beyond_memory_runs_reduced_where_its_framework_can():
+    ref = reference.get("dlperf-rn50-4x8")  # torch_ddp's 32 GPUs in 4 hosts of 8
+    rank = emulated_plan.rank_bytes(ref, 1, "torch_ddp")
+    line = prerequisites.check(ref, probes(available=int(10.5 * rank / emulated_plan.MEMORY_SHARE))).line()
+    assert "the largest point (32 GPUs) needs" in line
+    assert "it runs reduced, 4 processes of 8 GPUs, gradients at 1/32" in line and "skipped" not in line
 
 
 def test_the_packages_named_are_the_ones_the_installer_installs():
