@@ -89,7 +89,7 @@ def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
 
     from harness.base.errors import UserError
     from harness.reports import aggregate, charts, terminal
-    from harness.reproduction import emulated_reproduction, reproduce
+    from harness.reproduction import emulated_reproduction, reproduce, tau
     from harness.results import table as results
 
     table = results.load(results_dir)
@@ -107,7 +107,11 @@ def reproduction_report(ref: Reference, results_dir: Path, sweep: str) -> list:
     if aggregate.compares_strategies(summary):  # SparkNet, 1-bit SGD: throughput, bytes and time to target
         extra["Strategies side by side"] = charts.plot_strategies(
             summary, results_dir / f"reproduce-{ref.id}-{sweep}-strategies.png")
-    lines = [*emulated, *reproduce.findings(ref, both, summary, reduced_run=not emulated)]
+    curve = tau.points(table)  # SparkNet's speed-up against tau, where the sweeps hold several taus
+    if tau.sweeps_tau(curve):
+        extra["Speed-up against tau"] = tau.plot(curve, results_dir / f"reproduce-{ref.id}-{sweep}-tau.png")
+    lines = [*emulated, *(tau.lines(curve) if tau.sweeps_tau(curve) else []),
+             *reproduce.findings(ref, both, summary, reduced_run=not emulated)]
     doc = reproduce.write_markdown(ref, both, chart, results_dir / f"reproduce-{ref.id}-{sweep}.md", shown,
                                    summary, extra, lines)
     return [*terminal.summary_items(summary), *(Text(f"- {line}") for line in lines),

@@ -1,17 +1,15 @@
-"""The spark launcher on a real Spark standalone cluster: a master and one worker (2 cores), each a
-``spark-class`` JVM of the pyspark wheel started by this module in a session of its own, bound to
-127.0.0.1 on free ports, and stopped after by their process groups. A 2-rank torch_ddp run goes through
-it as one barrier stage: local SGD, SparkNet's parameter averaging every tau steps (one row, 2 ranks' events)."""
+"""The spark launcher on a real Spark standalone cluster: a master and two workers of one task slot each,
+``spark-class`` JVMs of the pyspark wheel bound to 127.0.0.1 on free ports (testbed.spark_cluster),
+stopped after by their process groups. 2-rank torch_ddp runs go through it as one barrier stage, a task on
+each worker: plain allreduce (a gloo allreduce between the two workers' ranks every step) and local SGD,
+SparkNet's parameter averaging every tau steps (a row each, both ranks' events)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,14 +20,14 @@ from harness.launchers.spark import java_missing
 from harness.results import table as results
 from tests.conftest import REPO
 from tests.helpers.launch import run_spec as spec
-from tests.helpers.servers import start as start_server, stop
+from testbed import spark_cluster
+from testbed.servers import Unavailable
 
 pytest.importorskip("pyspark", reason="pyspark not installed (pip install -e '.[engines]')")
 pytest.importorskip("torch")
 if java_missing():
     pytest.skip("Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)", allow_module_level=True)
 
-START_S = 60  # a JVM's start on a loaded 2-core machine
 SCENARIO = """
 name = "spark"
 [settings]
@@ -45,7 +43,7 @@ size = "tiny"
 procs_per_node = 2
 batch_per_worker = 2
 launcher = "spark"
-strategy = "local_sgd"
+strategy = {strategies}
 [strategy_options.local_sgd]
 tau = 2
 [launcher_options.spark]
@@ -56,45 +54,19 @@ slots_timeout_s = 30
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def spark_class() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-
-
 @pytest.fixture(scope="module")
 def spark_master():
-    """A master and one worker of 2 cores and 1 GiB, on 127.0.0.1; the master's URL."""
-    temp = Path(tempfile.mkdtemp(prefix="rosetta-spark-"))
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(temp), "SPARK_WORKER_DIR": str(temp),
-           "SPARK_NO_DAEMONIZE": "1", "PYSPARK_PYTHON": sys.executable}
-    port = free_port()
-    master = f"spark://127.0.0.1:{port}"
-    procs = []
+    """A master and two workers of one core and 1 GiB each, on 127.0.0.1; the master's URL."""
     try:
-        procs.append(start_server([spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                   "--port", str(port), "--webui-port", str(free_port())], temp / "master.log",
-                                  b"I have been elected leader", START_S, env, "the Spark master"))
-        procs.append(start_server([spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                   "--cores", "2", "--memory", "1g", "--webui-port", str(free_port()), "--work-dir",
-                                   str(temp), master], temp / "worker.log", b"Successfully registered with master",
-                                  START_S, env, "the Spark worker"))
-        yield master
-    finally:
-        for proc in reversed(procs):
-            stop(proc)
-        shutil.rmtree(temp, ignore_errors=True)
+        with spark_cluster.cluster([((), "127.0.0.1"), ((), "127.0.0.1")]) as master:
+            yield master
+    except Unavailable as exc:
+        pytest.skip(str(exc))
 
 
-def run(tmp_path: Path, master: str, extra: str = "") -> list[dict]:
+def run(tmp_path: Path, master: str, extra: str = "", strategies: str = '"local_sgd"') -> list[dict]:
     path = tmp_path / "spark.toml"
-    path.write_text(SCENARIO.format(master=master, extra=extra))
+    path.write_text(SCENARIO.format(master=master, extra=extra, strategies=strategies))
     done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path), "--results",
                            str(tmp_path / "results"), "--allow-failures"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -102,16 +74,26 @@ def run(tmp_path: Path, master: str, extra: str = "") -> list[dict]:
     return results.load(tmp_path / "results").to_dict("records")
 
 
-def test_torch_ddp_local_sgd_runs_as_a_barrier_stage(spark_master, tmp_path):
-    """SparkNet's row: parameter averaging every tau = 2 steps, its 2 ranks the stage's 2 tasks."""
-    (row,) = run(tmp_path, spark_master)
-    assert row["status"] == "ok", row["reason"]
-    assert row["weights_consistent"] is True  # every rank ends with the same (averaged) weights
-    assert json.loads(row["strategy_options"]).get("tau") == 2
-    run_dir = Path(row["run_dir"])
-    assert {"events-rank0.jsonl", "events-rank1.jsonl"} <= {p.name for p in run_dir.iterdir()}
-    log = (run_dir / "launcher.log").read_text()
-    assert "2 rank(s) as one barrier stage on spark://127.0.0.1" in log and "2 rank(s) ended with status 0" in log
+def test_allreduce_and_local_sgd_run_as_a_barrier_stage_over_two_workers(spark_master, tmp_path):
+    """Plain allreduce (a gloo allreduce between the two workers' ranks every step) and SparkNet's row,
+    parameter averaging every tau = 2 steps: each run's 2 ranks are the stage's 2 tasks, one per worker."""
+    rows = {row["strategy"]: row for row in run(tmp_path, spark_master, strategies='["allreduce", "local_sgd"]')}
+    assert set(rows) == {"allreduce", "local_sgd"}
+    for strategy, row in rows.items():
+        assert row["status"] == "ok", f"{strategy}: {row['reason']}"
+        assert row["world_size"] == 2 and row["weights_consistent"] is True  # the same weights on both ranks
+        assert row["samples_measured"] == 2 * 2 * 4  # counted on both ranks: 2 ranks x batch 2 x 4 steps
+        assert len(json.loads(row["rank_peak_rss_mb"])) == 2
+        run_dir = Path(row["run_dir"])
+        for rank in (0, 1):
+            events = [json.loads(line) for line in (run_dir / f"events-rank{rank}.jsonl").read_text().splitlines()]
+            steps = [e for e in events if e.get("event") == "step" and e.get("phase") == "measure"]
+            assert len(steps) == 4 and sum(e["samples"] for e in steps) == 2 * 4, rank  # batch 2, 4 steps
+        log = (run_dir / "launcher.log").read_text()
+        assert "2 rank(s) as one barrier stage on spark://127.0.0.1" in log and "2 rank(s) ended with status 0" in log
+    assert rows["allreduce"]["bytes_per_step"] > 0  # gradients went through gloo every step
+    assert rows["local_sgd"]["bytes_per_step"] < rows["allreduce"]["bytes_per_step"]  # averaged every 2nd step
+    assert json.loads(rows["local_sgd"]["strategy_options"]).get("tau") == 2
 
 
 def test_a_rank_that_fails_fails_the_stage_and_the_others_are_stopped(spark_master, tmp_path):

@@ -11,6 +11,11 @@ variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, ...). A rank 
 fails its task, hence the stage and the run. The ranks write their records into the run's folder,
 so the executors must see it (one machine, or shared storage at the same path).
 
+With ``hosts`` (network-namespace hosts, ``tools/netns_hosts.sh``, whose Spark workers the cluster's
+owner started inside them), the driver runs in the first host's namespace (a cluster's edge node), each
+rank's gloo sockets use the hosts' ``interface``, and the run's ``network`` caps every used host's link
+(``tc`` ``tbf``, as torchrun's namespace hosts): SparkNet's setting of a slow network between workers.
+
 pyspark (the ``engines`` extra) and Java (17+, on PATH or JAVA_HOME) are needed only where a run
 launches: this module imports neither.
 """
@@ -24,7 +29,8 @@ import shutil
 from dataclasses import dataclass, field
 
 from harness.contract.spec import RunSpec
-from harness.launchers import LaunchCommand, LaunchRequest, worker_argv, worker_env
+from harness.launchers import LaunchCommand, LaunchRequest, hosts as host_list, options, worker_argv, worker_env
+from harness.launchers.hosts import RemoteShell
 
 CLUSTER = True  # runs on a scheduler's nodes: `reproduce --at published` sets no limit from this machine
 RANK_ENV_VARIABLE = "ROSETTA_SPARK_RANK_ENV"  # the harness's per-rank variables, as JSON, for the driver
@@ -40,21 +46,29 @@ class Options:
     workdir: str = ""  # the repository on the executors' machines; "": this one's path
     master_port: int = field(default=0, metadata={"min": 0, "max": 65535})  # rank 0's; 0: a free one there
     slots_timeout_s: int = field(default=60, metadata={"min": 5, "max": 3600})  # for world_size free task slots
+    # network namespaces the cluster's workers run in (tools/netns_hosts.sh), the run's nodes: the driver runs
+    # in the first, the run's `network` caps their links; (): the workers' machines are not the harness's
+    hosts: tuple[str, ...] = field(default=(), metadata=host_list.HOST_FIELD)
+    interface: str = "eth0"  # the hosts' network interface (the ranks' gloo sockets, network caps)
 
 
 def command(request: LaunchRequest) -> LaunchCommand:
     """The driver, which stays for the run; its exit status is the stage's (1 when a rank failed), and
     stopping it stops the stage (its SparkContext stops, which kills the tasks and so the ranks)."""
+    opts = options(request)
     argv = (request.python, "-m", "harness.launchers.spark.driver", request.rank_python, *worker_argv(request)[2:])
-    env = {RANK_ENV_VARIABLE: json.dumps(worker_env(request), sort_keys=True), "PYTHONUNBUFFERED": "1",
+    rank_env = worker_env(request)
+    if opts.hosts:  # the ranks' sockets on the hosts' link, which the cap shapes (not loopback)
+        rank_env.update(GLOO_SOCKET_IFNAME=opts.interface, NCCL_SOCKET_IFNAME=opts.interface)
+        argv = (*host_list.prefix(RemoteShell.NETNS, opts.hosts[0]), *argv)
+    env = {RANK_ENV_VARIABLE: json.dumps(rank_env, sort_keys=True), "PYTHONUNBUFFERED": "1",
            "PYSPARK_PYTHON": options_python(request)}
-    return LaunchCommand(argv, env)
+    setup = host_list.shaping(request.spec, opts.hosts, RemoteShell.NETNS, opts.interface) if opts.hosts else ()
+    return LaunchCommand(argv, env, setup=setup)
 
 
 def options_python(request: LaunchRequest) -> str:
     """The executors' interpreter: the option's, else the harness's (the ranks' may be a family's)."""
-    from harness.launchers import options
-
     return options(request).python or request.python
 
 
@@ -64,10 +78,13 @@ def java_missing() -> bool:
 
 
 def unsupported_reason(spec: RunSpec) -> str | None:
+    opts = options(spec)  # the scenario's hosts and cap first: they are wrong on any machine
+    if opts.hosts or spec.network != "unlimited":
+        reason = host_list.check(spec, opts.hosts, (), RemoteShell.NETNS if opts.hosts else RemoteShell.SSH, "spark")
+        if reason:
+            return reason
     if importlib.util.find_spec("pyspark") is None:
         return "pyspark not installed (pip install -e '.[engines]')"
     if java_missing():
         return "Spark needs Java 17+: no java on PATH and no JAVA_HOME (apt-get install openjdk-17-jre-headless)"
-    if spec.network != "unlimited":
-        return "network caps are applied only between network-namespace hosts (use mpirun or torchrun)"
     return None

@@ -20,9 +20,12 @@ from typing import Any, Callable, Iterator
 CHECK_INTERVAL_S = 5  # how often Spark asks whether the cluster has a slot for every task of the stage
 
 
-def rank_task(argv: list[str], cwd: str, env: dict[str, str], master_port: int) -> Callable[[Iterator], Iterator]:
+def rank_task(argv: list[str], cwd: str, env: dict[str, str], master_port: int,
+              host_variable: str) -> Callable[[Iterator], Iterator]:
     """The barrier stage's task: this task's rank and the rendezvous from its BarrierTaskContext, then
-    the rank as a child process; raises (failing the stage) when the rank exits non-zero."""
+    the rank as a child process; raises (failing the stage) when the rank exits non-zero. Where the
+    executors have several addresses, ``host_variable`` names each rank's host by its executor's address
+    (network-namespace hosts share one host name)."""
 
     def task(_partition: Iterator) -> Iterator[int]:
         import ctypes
@@ -47,6 +50,8 @@ def rank_task(argv: list[str], cwd: str, env: dict[str, str], master_port: int) 
                     "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(hosts.count(host)),
                     "NODE_RANK": str(nodes.index(host)), "GROUP_RANK": str(nodes.index(host)),
                     "MASTER_ADDR": hosts[order[0]], "MASTER_PORT": str(master_port or ports[order[0]])}
+        if len(nodes) > 1:
+            rank_env.setdefault(host_variable, host)
 
         def die_with_task() -> None:  # the rank goes when its task's Python worker does (a killed stage)
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -89,6 +94,7 @@ def reason(exc: Exception) -> str:
 def main(argv: list[str]) -> int:
     from pyspark import SparkContext
 
+    from harness.contract.events import HOST_VARIABLE
     from harness.contract.spec import read_spec_file
     from harness.launchers import options
     from harness.launchers.spark import RANK_ENV_VARIABLE
@@ -106,7 +112,7 @@ def main(argv: list[str]) -> int:
     try:
         print(f"spark_driver: {spec.world_size} rank(s) as one barrier stage on {opts.master}", flush=True)
         stage = context.parallelize(range(spec.world_size), spec.world_size).barrier()
-        codes = stage.mapPartitions(rank_task(rank_argv, cwd, env, opts.master_port)).collect()
+        codes = stage.mapPartitions(rank_task(rank_argv, cwd, env, opts.master_port, HOST_VARIABLE)).collect()
         print(f"spark_driver: {len(codes)} rank(s) ended with status 0", flush=True)
         return 0
     except Exception as exc:  # noqa: BLE001 (py4j's error carries the stage's failure as text)
