@@ -33,6 +33,7 @@ import pandas as pd
 from harness.base.errors import UserError
 from harness.contract.axes import Status
 from harness.gate import canary as canaries, changepoints as cp, compare, marks as store_marks, where
+from harness.gate import sources as sources_of
 from harness.results import table as results
 
 MACHINE_FIELDS = ("host", "cpu_model", "cpu_cores", "gpu_model", "gpu_count")  # series never mix across these
@@ -146,8 +147,10 @@ def load(sources: Sequence[str | Path], last: int | None = None) -> pd.DataFrame
     :func:`series` with ``last`` analyses is all there)."""
     sweeps = None
     if last:
-        keys = pd.concat([compare.load_source(s, "all", KEY_COLUMNS)[list(KEY_COLUMNS)] for s in sources],
-                         ignore_index=True).drop_duplicates("run_id")
+        # the key columns alone (a run id only where two sources may hold one run): 10^6 rows of them
+        columns = KEY_COLUMNS if len(sources) > 1 else KEY_COLUMNS[1:]
+        keys = pd.concat([sources_of.key_columns(s, columns) for s in sources], ignore_index=True)
+        keys = keys.drop_duplicates("run_id") if "run_id" in keys else keys
         kept = _last_sweeps(keys.assign(_machine=_machines(keys)), last)
         sweeps = sorted(set(kept["sweep_id"].astype(str)))
     frames = [compare.load_source(s, "all", COLUMNS, sweeps) for s in sources]

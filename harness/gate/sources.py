@@ -41,13 +41,13 @@ def load_sweeps(source: str | Path, spec: str, *, where: str, exclude: tuple[str
     return _read(path, None, chosen)
 
 
-def _order(source: str | Path) -> tuple[Path, pd.DataFrame]:
+def _order(source: str | Path, also: Sequence[str] = ()) -> tuple[Path, pd.DataFrame]:
     """The source's table path and its sweep_id and timestamp columns (results.sweep_order); no rows is bad
     input."""
     path = Path(source)
     if not (path.is_dir() or (path.is_file() and path.suffix == ".parquet")):
         raise UserError(f"{source}: not a results folder or a .parquet file")
-    order = results.sweep_order(results.RESULTS, path)
+    order = results.sweep_order(results.RESULTS, path, also)
     if order.empty:
         raise UserError(results.nothing_yet(path) if path.is_dir() else f"{source}: no results in it")
     return path, order
@@ -65,3 +65,8 @@ def previous_sweep(source: str | Path) -> str:
     if len(order) < 2:
         raise UserError(f"{source}: only one sweep ({order[0]}); name two sources or two sweeps to compare")
     return str(order[-2])
+
+
+def key_columns(source: str | Path, columns: Sequence[str]) -> pd.DataFrame:
+    """``columns`` alone of every row of a source (see results.sweep_order), to choose the sweeps to read."""
+    return _order(source, columns)[1][list(columns)]

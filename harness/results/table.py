@@ -99,7 +99,7 @@ def _wanted(fmt: TableFormat, columns: Sequence[str]) -> list[str]:
 
 
 def read_file(fmt: TableFormat, path: Path, columns: Sequence[str] | None = None,
-              sweeps: Sequence[str] | None = None) -> pd.DataFrame:
+              sweeps: Sequence[str] | None = None, exact: bool = False) -> pd.DataFrame:
     """A table's Parquet file, migrated on read to the format's columns: every column added since it was
     written comes back empty (no column was ever renamed, dropped or retyped: tests/unit/results/test_old_tables.py
     builds a table of each past schema).
@@ -107,17 +107,20 @@ def read_file(fmt: TableFormat, path: Path, columns: Sequence[str] | None = None
     ``columns``: read only these (and the required ones), the others are never decoded: a store of 10^6 rows
     holds gigabytes of specs and step times a verb may not need. ``sweeps``: only the rows of these sweep ids,
     filtered by the Parquet reader (benchmarks/large_store.py). The file's column names and schema versions are
-    checked whatever is asked; the values are checked in the columns and rows read."""
+    checked whatever is asked; the values are checked in the columns and rows read. ``exact``: ``columns``
+    alone, not the required ones (what chooses the sweeps to read, whose rows are then read in full)."""
     if path.is_dir():
         raise UserError(f"{path}: is a folder, not a {fmt.label} table")
     present = _checked_columns(fmt, path)
-    names = None if columns is None else [c for c in _wanted(fmt, columns) if c in present]
+    asked = None if columns is None else list(columns) if exact else _wanted(fmt, columns)
+    names = None if asked is None else [c for c in fmt.columns if c in asked and c in present]
     rows = [("sweep_id", "in", list(sweeps))] if sweeps is not None else None
     frame = _readable(fmt, path, lambda: pd.read_parquet(path, columns=names, filters=rows))
     # columns added since it was written come back empty; others, wrong types and ids that are no names refused
-    kept = fmt.columns if columns is None else {c: fmt.columns[c] for c in _wanted(fmt, columns)}
+    kept = fmt.columns if asked is None else {c: fmt.columns[c] for c in fmt.columns if c in asked}
     frame = integrity.conformed(frame, kept, fmt.label, str(path))
-    integrity.check_filled(frame, fmt.filled, fmt.closed, str(path))
+    closed = {c: allowed for c, allowed in fmt.closed.items() if c in kept}
+    integrity.check_filled(frame, tuple(c for c in fmt.filled if c in kept), closed, str(path))
     return frame
 
 
@@ -153,13 +156,18 @@ def _checked_columns(fmt: TableFormat, path: Path) -> list[str]:
     return present
 
 
-def sweep_order(fmt: TableFormat, source: Path) -> pd.DataFrame:
-    """The sweep_id and timestamp columns alone of a results folder's table or a table's file (checked as
-    :func:`read_file` checks them): what a verb reads to choose its sweeps before it reads their rows."""
+def sweep_order(fmt: TableFormat, source: Path, also: Sequence[str] = ()) -> pd.DataFrame:
+    """The sweep_id and timestamp columns alone (and ``also``) of a results folder's table or a table's file,
+    checked as :func:`read_file` checks them: what a verb reads to choose its sweeps before it reads their rows."""
     source = Path(source)
-    wanted = ["sweep_id", "timestamp"]
-    frame = read_file(fmt, source, wanted) if source.is_file() else load_table(fmt, source, wanted)
-    return frame[wanted]
+    wanted = list(dict.fromkeys(["sweep_id", "timestamp", *also]))
+    if source.is_file():
+        return read_file(fmt, source, wanted, exact=True)[wanted]
+    if source.exists() and not source.is_dir():
+        raise UserError(f"{source}: the results folder is a file")
+    if not (source / fmt.parquet).exists():
+        return frame_of(fmt, [])[wanted]
+    return read_file(fmt, source / fmt.parquet, wanted, exact=True)[wanted]
 
 
 def nothing_yet(results_dir: Path) -> str:
