@@ -114,7 +114,10 @@ def read_file(fmt: TableFormat, path: Path, columns: Sequence[str] | None = None
     present = _checked_columns(fmt, path)
     asked = None if columns is None else list(columns) if exact else _wanted(fmt, columns)
     names = None if asked is None else [c for c in fmt.columns if c in asked and c in present]
-    rows = [("sweep_id", "in", list(sweeps))] if sweeps is not None else None
+    rows = None
+    if sweeps is not None:  # the range as well: pyarrow skips row groups by their statistics for it, not for "in"
+        ids = sorted(map(str, sweeps))
+        rows = [("sweep_id", "in", ids)] + ([("sweep_id", ">=", ids[0]), ("sweep_id", "<=", ids[-1])] if ids else [])
     frame = _readable(fmt, path, lambda: pd.read_parquet(path, columns=names, filters=rows))
     # columns added since it was written come back empty; others, wrong types and ids that are no names refused
     kept = fmt.columns if asked is None else {c: fmt.columns[c] for c in fmt.columns if c in asked}
