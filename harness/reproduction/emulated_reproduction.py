@@ -211,6 +211,7 @@ def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mappin
         if len(groups) > 1:
             raise UserError(f"{ref.id}: its points are laid out {len(groups)} ways: see emulated_scenarios")
         [(reduction, combos)] = groups.items()
+    reduction = reduction or (1, 1)
     doc["matrix"], doc["include"] = dict(combos[0]), [dict(c) for c in combos[1:]]
     names, addresses = list(hosts), list(hosts.values())
     doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in launchers.netns_launchers()}
