@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import os
 import secrets as token_source
-import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.helpers import REPO
-from tests.unit.results.test_secrets import KILLED
+from tests.helpers.killed_runs import KILLED, kill_once_leaked
 
 pytest.importorskip("torch")
 
@@ -27,21 +23,7 @@ def test_a_killed_run_is_scrubbed_with_its_own_secrets_from_a_shell_without_them
 
     secret = token_source.token_hex(16)
     out, path = tmp_path / "results", write_scenario(KILLED)
-    env = {**os.environ, "ROSETTA_TEST_SECRET": secret, "ROSETTA_TEST_FAULT": "leak:0:0"}
-    code = ("import sys, frameworks; frameworks.REGISTRY['faulty_ddp'] = 'tests.helpers.faults'; "
-            "from harness.cli import main; main.main(sys.argv[1:])")
-    harness = subprocess.Popen([sys.executable, "-c", code, "run", str(path), "--results", str(out)], env=env,
-                               cwd=str(REPO), start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 240
-        while not any(secret.encode() in p.read_bytes() for p in out.rglob("*.log") if p.is_file()):
-            assert harness.poll() is None and time.monotonic() < deadline, "no rank printed the secret"
-            time.sleep(0.5)
-    finally:
-        os.killpg(harness.pid, signal.SIGKILL)
-        harness.wait()
-    (run_dir,) = [p for p in out.glob("runs/*/*") if p.is_dir()]
+    run_dir = kill_once_leaked(path, out, secret)
     record = run_dir / redact.RECORD
     assert record.stat().st_mode & 0o777 == 0o600 and secret not in record.read_text()  # hashes, never the value
     assert (run_dir / "launcher.log").stat().st_mode & 0o077 == 0

@@ -10,7 +10,6 @@ import pytest
 
 from harness.results import redact, table as results
 from tests.conftest import TINY
-from tests.helpers import REPO
 
 pytest.importorskip("torch")
 
@@ -199,53 +198,17 @@ def test_files_of_a_run_that_never_finished_are_scrubbed_by_rebuild(monkeypatch,
     assert (killed / "launcher.log").stat().st_mode & 0o777 == 0o600
 
 
-KILLED = """
-name = "killed"
-[settings]
-warmup_steps = 1
-measured_steps = 4
-repeats = 1
-timeout_s = 300
-device = "cpu"
-[matrix]
-framework = "faulty_ddp"
-workload = "resnet50"
-size = "tiny"
-procs_per_node = 1
-batch_per_worker = 2
-"""
-
-
 @pytest.mark.runs
 def test_a_harness_killed_mid_run_leaves_a_private_log_that_resume_scrubs(monkeypatch, write_scenario, tmp_path):
     """A real sweep: a rank prints a secret and hangs; the harness is SIGKILLed while the run is still going. Its folder holds the secret in clear, readable by its owner alone, until
     ``run --resume`` scrubs it."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     from harness.cli import main as cli
     from tests.helpers import faults
+    from tests.helpers.killed_runs import KILLED, kill_once_leaked
 
     secret = token_source.token_hex(16)
     out, path = tmp_path / "results", write_scenario(KILLED)
-    env = {**os.environ, "ROSETTA_TEST_SECRET": secret, "ROSETTA_TEST_FAULT": "leak:0:0"}
-    code = ("import sys, frameworks; frameworks.REGISTRY['faulty_ddp'] = 'tests.helpers.faults'; "
-            "from harness.cli import main; main.main(sys.argv[1:])")
-    harness = subprocess.Popen([sys.executable, "-c", code, "run", str(path), "--results", str(out)], env=env,
-                               cwd=str(REPO), start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 240
-        while not any(secret.encode() in p.read_bytes() for p in out.rglob("*.log") if p.is_file()):
-            assert harness.poll() is None and time.monotonic() < deadline, "no rank printed the secret"
-            time.sleep(0.5)
-    finally:
-        os.killpg(harness.pid, signal.SIGKILL)  # the harness and whatever of its group is left
-        harness.wait()
-    (run_dir,) = [p for p in out.glob("runs/*/*") if p.is_dir()]
+    run_dir = kill_once_leaked(path, out, secret)
     assert not (run_dir / "row.json").exists()
     assert (run_dir / "launcher.log").stat().st_mode & 0o077 == 0  # private while it may hold secrets
     monkeypatch.setenv("ROSETTA_TEST_SECRET", secret)
