@@ -2,7 +2,8 @@
 never for a user's run.
 
 ``spark_cluster`` starts a Spark standalone cluster (a master, a worker per host, here or in network-namespace
-hosts). ``servers`` starts the storage servers (SeaweedFS for S3, Azurite for Azure Blob, NFS-Ganesha for NFS, a
+hosts), each JVM a ``process_group`` (a server started as a process group, waited for by its log line, stopped
+by its group; the tests' Ray and MLflow servers are too). ``servers`` starts the storage servers (SeaweedFS for S3, Azurite for Azure Blob, NFS-Ganesha for NFS, a
 JuiceFS gateway for the cache tier) on 127.0.0.1 in a private folder; ``storage_host`` puts them behind a
 capped link in a network namespace of their own; ``rpcbind_stub`` is the stand-in for rpcbind that lets
 NFS-Ganesha serve NFSv3 on a shared machine; ``storage_sites`` gives every declared storage backend a fresh

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from testbed.servers import Unavailable
+from testbed import process_group
 
 START_S = 90  # a JVM's start on a loaded 2-core machine
 Host = tuple[tuple[str, ...], str]
@@ -60,32 +58,12 @@ def cluster(hosts: Sequence[Host], cores: int = 1, memory: str = "1g") -> Iterat
         yield master
     finally:
         for proc in reversed(procs):
-            stop(proc)
+            process_group.stop(proc)
         shutil.rmtree(temp, ignore_errors=True)
 
 
 def _start(argv: list[str], log: Path, ready: bytes, temp: Path, name: str) -> subprocess.Popen:
-    """``argv`` in a session of its own, its output into ``log``, once the log holds ``ready``."""
+    """``argv`` as a process group of its own (testbed.process_group), its output into ``log``, once the log
+    holds ``ready``; the ones started before it are stopped by :func:`cluster`'s finally."""
     env = {**os.environ, "SPARK_LOG_DIR": str(temp), "SPARK_NO_DAEMONIZE": "1", "PYSPARK_PYTHON": sys.executable}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    deadline = time.monotonic() + START_S
-    while ready not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc)  # (the ones started before it: cluster's finally)
-            raise Unavailable(f"{name} did not start: {log.read_text(errors='replace')[-500:]}")
-        time.sleep(0.3)
-    return proc
-
-
-def stop(proc: subprocess.Popen, term_wait_s: float = 20.0) -> None:
-    """The process group ``proc`` leads: SIGTERM, then SIGKILL after ``term_wait_s`` seconds."""
-    for sig, wait_s in ((signal.SIGTERM, term_wait_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(wait_s)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    return process_group.start(argv, log, ready, START_S, env, name)

@@ -1,43 +1,26 @@
-"""A test's own server processes (a Ray node, a Spark master or worker, an MLflow server): each started as
-a process group of its own, waited for until its log says it is up, and stopped after by its group, so
-that what a test starts it also ends, whatever the server forked."""
+"""A test's own server processes (a Ray node, an MLflow server): testbed.process_group's, each started as a
+process group of its own, waited for until its log says it is up, and stopped after by its group; one that
+does not start skips the test."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import pytest
 
+from testbed import process_group
+from testbed.storage_host import Unavailable
+
 
 def start(argv: Sequence[str], log: Path, ready: bytes, start_s: float, env: Mapping[str, str] | None = None,
           name: str = "") -> subprocess.Popen:
-    """``argv`` in a session of its own, its output into ``log``; returns once the log holds ``ready``
-    (within ``start_s`` seconds), else stops it and skips the test with the log's end."""
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=dict(env) if env is not None else None)
-    deadline = time.monotonic() + start_s
-    while ready not in log.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc)
-            pytest.skip(f"{name or argv[0]} did not start: {log.read_text(errors='replace')[-500:]}")
-        time.sleep(0.3)
-    return proc
+    """testbed.process_group.start, a server that does not start being the test's skip with the log's end."""
+    try:
+        return process_group.start(argv, log, ready, start_s, env, name)
+    except Unavailable as exc:
+        pytest.skip(str(exc))
 
 
-def stop(proc: subprocess.Popen, term_wait_s: float = 20.0) -> None:
-    """The process group ``proc`` leads: SIGTERM, then SIGKILL after ``term_wait_s`` seconds."""
-    for sig, wait_s in ((signal.SIGTERM, term_wait_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(wait_s)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
+stop = process_group.stop
