@@ -27,6 +27,14 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
+def count_axis(ax, counts, label: str) -> None:
+    """``ax``'s x axis of counts (GPUs, workers, tau) on a log2 scale, a tick at each count present."""
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(int(n) for n in counts))
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlabel(label)
+
+
 def nothing_measured(summary: pd.DataFrame) -> str:
     """Why a chart of throughput has nothing to show: the statuses of the sweep's configurations."""
     joined = summary["status"].dropna() if "status" in summary else []

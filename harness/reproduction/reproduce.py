@@ -159,10 +159,7 @@ def plot(ref: Reference, table: pd.DataFrame, path: Path) -> Path:
     ax_abs.set_ylabel(f"throughput ({ref.unit} published; measured unit in legend)")
     ax_abs.set_title("For scale only: absolute throughput (different hardware)")
     for ax in (ax_eff, ax_abs):
-        ax.set_xscale("log", base=2)
-        ticks = sorted(set(int(n) for n in table["workers"]))
-        ax.set_xticks(ticks, [str(t) for t in ticks])
-        ax.set_xlabel("GPUs (published) / worker processes (measured)")
+        charts.count_axis(ax, table["workers"], "GPUs (published) / worker processes (measured)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{ref.id}: {ref.title}\npublished: {ref.configuration.hardware}; "

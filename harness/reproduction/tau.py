@@ -102,10 +102,7 @@ def plot(frame: pd.DataFrame, path: Path) -> Path:
     ax_time.set_ylabel("wall-clock seconds to target (solid)")
     ax_time.set_title("time and steps to the target accuracy", fontsize=9)
     for ax in (ax_speed, ax_time):
-        ax.set_xscale("log", base=2)
-        taus = sorted(set(int(t) for t in frame["tau"]))
-        ax.set_xticks(taus, [str(t) for t in taus])
-        ax.set_xlabel("tau (local steps between averagings; 1 = allreduce every step)")
+        charts.count_axis(ax, frame["tau"], "tau (local steps between averagings; 1 = allreduce every step)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     fig.suptitle("Speed-up against tau (medians over repeats; runs that never reached the target have no point)",
