@@ -18,7 +18,7 @@ import tensorflow as tf
 from keras import layers
 
 from frameworks.shared.keras.composite import BuiltByFirstCall
-from frameworks.shared.keras.workloads.losses import cross_entropy
+from frameworks.shared.keras.workloads import resnet50
 from harness.contract.workloads.inception_v3 import BLOCKS, FEATURES
 
 BN_EPSILON = 1e-3  # torchvision's BasicConv2d
@@ -135,8 +135,8 @@ def build_model(options: Mapping[str, Any]) -> keras.Model:
 
 
 def model_inputs(batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
-    return batch["images"]
+    return resnet50.model_inputs(batch)
 
 
 def loss_of(model: keras.Model, batch: Mapping[str, tf.Tensor], training: bool = True) -> tf.Tensor:
-    return tf.reduce_mean(cross_entropy(batch["labels"], model(batch["images"], training=training)))
+    return resnet50.loss_of(model, batch, training)  # an image classifier's, ResNet-50's

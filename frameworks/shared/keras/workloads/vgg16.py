@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 from keras import layers
 
-from frameworks.shared.keras.workloads.losses import cross_entropy
+from frameworks.shared.keras.workloads import resnet50
 from harness.contract.workloads.vgg16 import BLOCKS, HIDDEN
 
 _ZEROS = "zeros"
@@ -43,8 +43,8 @@ def build_model(options: Mapping[str, Any]) -> keras.Model:
 
 
 def model_inputs(batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
-    return batch["images"]
+    return resnet50.model_inputs(batch)
 
 
 def loss_of(model: keras.Model, batch: Mapping[str, tf.Tensor], training: bool = True) -> tf.Tensor:
-    return tf.reduce_mean(cross_entropy(batch["labels"], model(batch["images"], training=training)))
+    return resnet50.loss_of(model, batch, training)  # an image classifier's, ResNet-50's

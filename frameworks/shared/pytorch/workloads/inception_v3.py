@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from frameworks.shared.pytorch.workloads import resnet50
 from harness.contract.workloads.inception_v3 import BLOCKS, FEATURES
 
 
@@ -135,4 +136,4 @@ def build_model(options: Mapping[str, Any]) -> nn.Module:
 
 
 def loss_of(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
+    return resnet50.loss_of(model, batch)  # an image classifier's, ResNet-50's

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
+from frameworks.shared.pytorch.workloads import resnet50
 from harness.contract.workloads.vgg16 import BLOCKS, HIDDEN, feature_size
 
 
@@ -46,4 +47,4 @@ def build_model(options: Mapping[str, Any]) -> nn.Module:
 
 
 def loss_of(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
+    return resnet50.loss_of(model, batch)  # an image classifier's, ResNet-50's
