@@ -148,79 +148,73 @@ def launcher_for(framework: str, reduced: bool = False) -> str:
 def emulated_scenarios(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
                        dilation: float = 0.0, framework: str | None = None,
                        available: int | None = None) -> list[scenario.Scenario]:
-    """The published configuration on emulated hosts, to run one after another: a scenario per part of
-    :func:`emulated_series` (each of its series over its own accelerator and links), cut again where its
-    points are laid out differently (emulated_plan.layout: full size, or reduced to fit ``available`` bytes,
-    default: now's), since a scenario's [emulation] is one."""
+    """The published configuration on emulated hosts ``hosts`` (name -> address), to run one after another: a
+    scenario per part of :func:`emulated_series` (each of its series over its own accelerator and links), cut
+    again where its points are laid out differently (emulated_plan.layout: full size, or reduced to fit
+    ``available`` bytes, default: now's), since a scenario's [emulation] is one. Device emulated, real
+    gradients, ``framework`` where another one than the published; warm-up 1, 4 measured steps and one repeat
+    unless ``settings`` say otherwise (a dilated step of 16 GPUs lasts tens of seconds)."""
     reason = coverage(ref)
     if reason:
         raise UserError(f"{ref.id}: --at emulated: {reason}")
     out = []
     for name, part in emulated_series(ref):
-        groups = _laid_out(part, settings, framework, available)
+        doc, groups = _laid_out(part, settings, framework, available)
         for (gpus_per_rank, scale), combos in groups.items():
             suffix = f"-reduced-{gpus_per_rank}-a-process" if scale > 1 and len(groups) > 1 else ""
-            out.append(emulated_scenario(part, hosts, settings, dilation, framework, name + suffix,
-                                         combos=combos, reduction=(gpus_per_rank, scale)))
+            out.append(_scenario(part, doc, hosts, dilation, name + suffix, combos, (gpus_per_rank, scale)))
     return out
 
 
-def _combos(ref: Reference, settings: Mapping[str, Any] | None,
-            framework: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The published document on the emulated device (warm-up 1, 4 measured steps, one repeat unless
-    ``settings`` say otherwise) and its points' combinations, with ``framework`` where given."""
+def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
+                      dilation: float = 0.0, framework: str | None = None, name: str = "") -> scenario.Scenario:
+    """:func:`emulated_scenarios`' one scenario of a reference whose series share their accelerator and links
+    and whose points are laid out alike (else a UserError)."""
+    reason = coverage(ref)
+    if reason:
+        raise UserError(f"{ref.id}: --at emulated: {reason}")
+    doc, groups = _laid_out(ref, settings, framework, None)
+    if len(groups) > 1:
+        raise UserError(f"{ref.id}: its points are laid out {len(groups)} ways: see emulated_scenarios")
+    [(reduction, combos)] = groups.items()
+    return _scenario(ref, doc, hosts, dilation, name, combos, reduction)
+
+
+def _laid_out(ref: Reference, settings: Mapping[str, Any] | None, framework: str | None, available: int | None
+              ) -> tuple[dict[str, Any], dict[tuple[int, int], list[dict[str, Any]]]]:
+    """The published document on the emulated device (see :func:`emulated_scenarios` for its settings) and its
+    points' combinations as laid out (``framework``, their hosts, processes and launcher), grouped by their
+    layout's (gpus_per_rank, gradient_scale)."""
     doc = published_document(ref, device="emulated", settings={"warmup_steps": 1, "measured_steps": 4, "repeats": 1,
                                                                "timeout_s": 3600, **(settings or {})})
     if framework:
         frameworks.FRAMEWORKS.check(framework, "--framework")
-    combos = [doc["matrix"], *doc["include"]]
-    for combo in combos:
-        combo["framework"] = framework or combo["framework"]
-    return doc, combos
-
-
-def _laid_out(ref: Reference, settings: Mapping[str, Any] | None, framework: str | None,
-              available: int | None) -> dict[tuple[int, int], list[dict[str, Any]]]:
-    """The points' combinations as laid out (their hosts, processes and launcher), grouped by their layout's
-    (gpus_per_rank, gradient_scale)."""
     groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for combo in _combos(ref, settings, framework)[1]:
-        lay = layout(ref, combo["framework"], combo["strategy"], combo["nodes"], combo["procs_per_node"], available)
-        groups.setdefault(lay.key, []).append({**combo, "nodes": lay.nodes, "procs_per_node": lay.procs_per_node,
-                                               "launcher": launcher_for(combo["framework"], lay.reduced)})
-    return groups
+    for combo in (doc["matrix"], *doc["include"]):
+        name = framework or combo["framework"]
+        lay = layout(ref, name, combo["strategy"], combo["nodes"], combo["procs_per_node"], available)
+        groups.setdefault(lay.key, []).append({**combo, "framework": name, "nodes": lay.nodes,
+                                               "procs_per_node": lay.procs_per_node,
+                                               "launcher": launcher_for(name, lay.reduced)})
+    return doc, groups
 
 
-def emulated_scenario(ref: Reference, hosts: Mapping[str, str], settings: Mapping[str, Any] | None = None,
-                      dilation: float = 0.0, framework: str | None = None, name: str = "",
-                      combos: list[dict[str, Any]] | None = None,
-                      reduction: tuple[int, int] | None = None) -> scenario.Scenario:
-    """The published configuration on emulated hosts ``hosts`` (name -> address): device emulated, real
-    gradients, the published accelerator and links (those of ``[published]``: one set for every series, see
-    :func:`emulated_scenarios`; ``framework``: another one than the published); warm-up 1, 4 measured
-    steps and one repeat unless ``settings`` say otherwise (a dilated step of 16 GPUs lasts tens of seconds).
-    ``combos``: these laid-out points with ``reduction``'s (gpus_per_rank, gradient_scale); default: every
-    published point, where they are laid out alike."""
-    reason = coverage(ref)
-    if reason:
-        raise UserError(f"{ref.id}: --at emulated: {reason}")
+def _scenario(ref: Reference, doc: Mapping[str, Any], hosts: Mapping[str, str], dilation: float, name: str,
+              combos: list[dict[str, Any]], reduction: tuple[int, int]) -> scenario.Scenario:
+    """``doc`` with ``combos`` as its points, on ``hosts``, over the published accelerator and links (the
+    part's: one set, see :func:`emulated_series`), with ``reduction``'s (gpus_per_rank, gradient_scale)."""
     pub = ref.published
-    doc, _ = _combos(ref, settings, framework)
-    if combos is None:
-        groups = _laid_out(ref, settings, framework, None)
-        if len(groups) > 1:
-            raise UserError(f"{ref.id}: its points are laid out {len(groups)} ways: see emulated_scenarios")
-        [(reduction, combos)] = groups.items()
-    reduction = reduction or (1, 1)
-    doc["matrix"], doc["include"] = dict(combos[0]), [dict(c) for c in combos[1:]]
     names, addresses = list(hosts), list(hosts.values())
-    doc["launcher_options"] = {name: netns_options(name, names, addresses) for name in launchers.netns_launchers()}
-    doc["emulation"] = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
-                        "inter_link": pub.inter_link, "dilation": dilation}
+    emulation = {"accelerator": pub.accelerator, **GRADIENTS, "intra_link": pub.intra_link,
+                 "inter_link": pub.inter_link, "dilation": dilation}
     if reduction != (1, 1):
-        doc["emulation"].update(gpus_per_rank=reduction[0], gradient_scale=reduction[1])
-    doc["name"], doc["description"] = name or f"emulated-{ref.id}", f"{ref.id} on the emulated cluster"
-    return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=doc["name"])
+        emulation.update(gpus_per_rank=reduction[0], gradient_scale=reduction[1])
+    name = name or f"emulated-{ref.id}"
+    doc = {**doc, "matrix": dict(combos[0]), "include": [dict(c) for c in combos[1:]], "emulation": emulation,
+           "launcher_options": {launcher: netns_options(launcher, names, addresses)
+                                for launcher in launchers.netns_launchers()},
+           "name": name, "description": f"{ref.id} on the emulated cluster"}
+    return scenario.parse(doc, f"{ref.path} [published, emulated]", default_name=name)
 
 
 def netns_options(launcher: str, names: list[str], addresses: list[str]) -> dict[str, Any]:
