@@ -37,15 +37,52 @@ class Size(str, Enum):
     LARGE = "large"
 
 
+class CommAlgorithm(str, Enum):
+    """How gradients are exchanged in the scaling model (harness/scaling/model.py)."""
+
+    RING = "ring"  # ring allreduce over every worker
+    HIERARCHICAL = "hierarchical"  # ring within each node, ring across nodes, ring within each node
+    ONEBIT = "onebit"  # 1-bit SGD: signs (1/32 of the bytes) plus per-bucket scales, exchanged hierarchically
+    LOCAL_SGD = "local_sgd"  # full (hierarchical) allreduce every tau steps (model averaging)
+    PARAMETER_SERVER = "parameter_server"  # every worker pushes gradients to and pulls the model from S servers
+
+
+@dataclass(frozen=True)
+class ModelledExchange:
+    """A strategy's exchange as the scaling model (harness/scaling/) predicts it: the algorithm, the bytes sent
+    as a share of an allreduce of the float32 gradients, and the options that change them."""
+
+    algorithm: CommAlgorithm
+    share: float = 1.0  # of the float32 gradient bytes an allreduce would send
+    # (option, value, share): the share when the run's option has that value (FSDP without resharding)
+    share_when: tuple[tuple[str, Any, float], ...] = ()
+    steps_option: str = ""  # the option naming the steps between exchanges (local SGD's tau, BMUF's blocks)
+    servers_option: str = ""  # the option naming how many parameter servers share the model
+
+    def share_for(self, options: Mapping[str, Any]) -> float:
+        """The share of the gradient bytes sent under the run's resolved strategy ``options``."""
+        return next((share for key, value, share in self.share_when if options.get(key) == value), self.share)
+
+
 @dataclass(frozen=True)
 class StrategyKind:
     """One training strategy, declared once: the ``Strategy`` member's value, its options' dataclass
-    (harness.contract.strategy_options; read by harness.experiment.strategies) and its placement facts."""
+    (harness.contract.strategy_options; read by harness.experiment.strategies), its placement facts and its
+    exchange for the scaling model (or why that model does not predict it)."""
 
     value: str  # the scenario's name and the row's ``strategy``
     options: type = strategy_options.NoOptions
     one_host: bool = False  # its processes share one model in one host's memory: one node only
     batch_through_all_ranks: bool = False  # a step's one batch passes through every rank (stages, layer parts)
+    exchange: ModelledExchange | None = ModelledExchange(CommAlgorithm.RING)
+    unmodelled: str = ""  # with exchange None: why the scaling model predicts nothing for it
+
+    def __post_init__(self) -> None:
+        if (self.exchange is None) == (not self.unmodelled):
+            raise ValueError(f"strategy {self.value}: an exchange, or the reason it has none, not both")
+
+
+_SHARED_MEMORY = "its processes share one model in memory: no network exchange"
 
 
 class Strategy(str, Enum):
@@ -64,33 +101,48 @@ class Strategy(str, Enum):
     # synchronous data parallelism: average fp32 gradients every step
     ALLREDUCE = StrategyKind("allreduce")
     # 1-bit SGD with error feedback (Seide et al. 2014)
-    ONEBIT = StrategyKind("onebit", strategy_options.OnebitOptions)
+    ONEBIT = StrategyKind("onebit", strategy_options.OnebitOptions, exchange=ModelledExchange(CommAlgorithm.ONEBIT))
     # blockwise model-update filtering / block momentum (Chen and Huo 2016)
-    BMUF = StrategyKind("bmuf", strategy_options.BmufOptions)
+    BMUF = StrategyKind("bmuf", strategy_options.BmufOptions,
+                        exchange=ModelledExchange(CommAlgorithm.LOCAL_SGD, steps_option="block_steps"))
     # average parameters every tau local steps (SparkNet)
-    LOCAL_SGD = StrategyKind("local_sgd", strategy_options.LocalSgdOptions)
-    FP16 = StrategyKind("fp16")  # gradients sent as fp16 (PyTorch's built-in hook)
-    BF16 = StrategyKind("bf16")  # gradients sent as bf16 (PyTorch's built-in hook; CUDA and NCCL only)
+    LOCAL_SGD = StrategyKind("local_sgd", strategy_options.LocalSgdOptions,
+                             exchange=ModelledExchange(CommAlgorithm.LOCAL_SGD, steps_option="tau"))
+    FP16 = StrategyKind("fp16", exchange=ModelledExchange(CommAlgorithm.RING, 0.5))  # gradients sent as fp16 (PyTorch's hook)
+    # gradients sent as bf16 (PyTorch's built-in hook; CUDA and NCCL only)
+    BF16 = StrategyKind("bf16", exchange=ModelledExchange(CommAlgorithm.RING, 0.5))
     # low-rank gradient compression (Vogels et al. 2019; PyTorch's hook)
-    POWERSGD = StrategyKind("powersgd", strategy_options.PowerSgdOptions)
+    POWERSGD = StrategyKind("powersgd", strategy_options.PowerSgdOptions, exchange=None,
+                            unmodelled="its bytes follow each layer's matrix shape and the rank, which rows do not carry")
     # parameter servers: every step waits for all workers' gradients, averaged
-    PS_SYNC = StrategyKind("ps_sync", strategy_options.PsSyncOptions)
+    PS_SYNC = StrategyKind("ps_sync", strategy_options.PsSyncOptions,
+                           exchange=ModelledExchange(CommAlgorithm.PARAMETER_SERVER, servers_option="servers"))
     # Downpour SGD (Dean et al. 2012): servers apply each push as it comes
-    PS_ASYNC = StrategyKind("ps_async", strategy_options.PsAsyncOptions)
+    PS_ASYNC = StrategyKind("ps_async", strategy_options.PsAsyncOptions,  # one push and pull per step
+                            exchange=ModelledExchange(CommAlgorithm.PARAMETER_SERVER, servers_option="servers"))
     # lock-free updates of one shared-memory model by processes on one host (Niu et al. 2011)
-    HOGWILD = StrategyKind("hogwild", one_host=True)
-    HOGWILD_LOCKED = StrategyKind("hogwild_locked", one_host=True)  # the same shared-memory loop, each update locked
+    HOGWILD = StrategyKind("hogwild", one_host=True, exchange=None, unmodelled=_SHARED_MEMORY)
+    # the same shared-memory loop, each update locked
+    HOGWILD_LOCKED = StrategyKind("hogwild_locked", one_host=True, exchange=None, unmodelled=_SHARED_MEMORY)
     # allreduce as local reduce-scatter, inter-host allreduce, local allgather
-    HIERARCHICAL = StrategyKind("hierarchical", strategy_options.HierarchicalOptions)
+    HIERARCHICAL = StrategyKind("hierarchical", strategy_options.HierarchicalOptions,
+                                exchange=ModelledExchange(CommAlgorithm.HIERARCHICAL))
     # sharded data parallelism: parameters, gradients, optimizer state in 1/world shards (FSDP2)
-    FSDP = StrategyKind("fsdp", strategy_options.FsdpOptions)
+    # resharded after forward: two all-gathers of the parameters and a reduce-scatter of the gradients, each
+    # (n-1)/n of the bytes, against an allreduce's 2 (n-1)/n; kept after forward: one all-gather, as allreduce
+    FSDP = StrategyKind("fsdp", strategy_options.FsdpOptions, exchange=ModelledExchange(
+        CommAlgorithm.RING, 1.5, share_when=(("reshard_after_forward", False, 1.0),)))
     # model cut into one stage per rank, microbatches pipelined (GPipe, 1F1B)
-    PIPELINE = StrategyKind("pipeline", strategy_options.PipelineOptions, batch_through_all_ranks=True)
+    PIPELINE = StrategyKind("pipeline", strategy_options.PipelineOptions, batch_through_all_ranks=True,
+                            exchange=None, unmodelled="its stages send activations, not gradients")
     # layers' weight matrices split across ranks (Megatron-LM style)
-    TENSOR_PARALLEL = StrategyKind("tensor_parallel", batch_through_all_ranks=True)
-    HYBRID = StrategyKind("hybrid")  # data-parallel convolutions, model-parallel classifier (Krizhevsky 2014)
+    TENSOR_PARALLEL = StrategyKind("tensor_parallel", batch_through_all_ranks=True, exchange=None,
+                                   unmodelled="its layers exchange activations, not gradients")
+    # data-parallel convolutions, model-parallel classifier (Krizhevsky 2014)
+    HYBRID = StrategyKind("hybrid", exchange=None, unmodelled="its classifier exchanges activations, not gradients")
     # a data x model device mesh (Mesh-TensorFlow; JAX's GSPMD): parameters sharded along the model axis
-    MESH = StrategyKind("mesh", strategy_options.MeshOptions)
+    MESH = StrategyKind("mesh", strategy_options.MeshOptions, exchange=None,
+                        unmodelled="its model axis exchanges activations, not gradients")
 
 
 STRATEGIES: Registry[StrategyKind] = Registry.of_enum("strategy", Strategy, lambda member: member.kind)
@@ -287,11 +339,3 @@ class Backend(str, Enum):
     HOROVOD = "horovod"
 
 
-class CommAlgorithm(str, Enum):
-    """How gradients are exchanged in the scaling model (harness/scaling/model.py)."""
-
-    RING = "ring"  # ring allreduce over every worker
-    HIERARCHICAL = "hierarchical"  # ring within each node, ring across nodes, ring within each node
-    ONEBIT = "onebit"  # 1-bit SGD: signs (1/32 of the bytes) plus per-bucket scales, exchanged hierarchically
-    LOCAL_SGD = "local_sgd"  # full (hierarchical) allreduce every tau steps (model averaging)
-    PARAMETER_SERVER = "parameter_server"  # every worker pushes gradients to and pulls the model from S servers

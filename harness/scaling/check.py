@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 
 from harness.base import network
-from harness.contract.axes import CommAlgorithm
+from harness.base.registry import UnknownName
+from harness.contract.axes import STRATEGIES, ModelledExchange
 from harness.contract.workloads import BERT_BASE_PRETRAINING_PARAMS, RESNET50_PARAMS
 from harness.reports import aggregate
 from harness.scaling.model import (
@@ -73,32 +74,28 @@ def gradient_bytes(rows: pd.DataFrame, workload: str, size: str) -> float | None
 BASE_KEYS = ["sweep_id", "scenario", "framework", "workload", "size", "storage", "batch_per_worker",
              "device", "sample_unit"]
 
-# A training strategy (harness.contract.axes.Strategy) as the model's exchange: the algorithm, the share of the
-# float32 gradient bytes sent, and the option naming the steps between exchanges (local SGD, BMUF).
-STRATEGY_MODEL: dict[str, tuple[CommAlgorithm, float, str | None]] = {
-    "allreduce": (CommAlgorithm.RING, 1.0, None),
-    "fp16": (CommAlgorithm.RING, 0.5, None),
-    "bf16": (CommAlgorithm.RING, 0.5, None),
-    "onebit": (CommAlgorithm.ONEBIT, 1.0, None),
-    "local_sgd": (CommAlgorithm.LOCAL_SGD, 1.0, "tau"),
-    "bmuf": (CommAlgorithm.LOCAL_SGD, 1.0, "block_steps"),
-    "ps_sync": (CommAlgorithm.PARAMETER_SERVER, 1.0, None),  # servers from the option below
-    "ps_async": (CommAlgorithm.PARAMETER_SERVER, 1.0, None),  # modelled as one push and pull per step
-}
-SERVERS_OPTION = "servers"  # parameter servers: how many share the model (1 for any other strategy)
+
+def _exchange(strategy: str) -> tuple[ModelledExchange | None, str]:
+    """The strategy's declared exchange (harness.contract.axes.StrategyKind), or None and why there is none."""
+    try:
+        kind = STRATEGIES.get(strategy)
+    except UnknownName:  # a row of a strategy since renamed or removed
+        return None, "not a strategy this version knows"
+    return kind.exchange, kind.unmodelled
 
 
-def _strategy_tau(results: pd.DataFrame, option: str | None) -> int:
-    """The steps between exchanges from the rows' resolved strategy options (1 without such an option)."""
+def _strategy_options(results: pd.DataFrame) -> dict[str, Any]:
+    """The rows' resolved strategy options (the first row that records them; {} if none do)."""
     import json
 
-    if option is None or "strategy_options" not in results:
-        return 1
-    for text in results["strategy_options"].dropna():
-        value = json.loads(text).get(option)
-        if value:
-            return int(value)
-    return 1
+    if "strategy_options" not in results:
+        return {}
+    return next((json.loads(text) for text in results["strategy_options"].dropna()), {})
+
+
+def _option_count(options: dict[str, Any], option: str) -> int:
+    """The option's count (steps between exchanges, servers) from the resolved options; 1 without it."""
+    return int(options.get(option) or 1) if option else 1
 
 
 def capped_link(link: Link, network_value: str | None) -> Link:
@@ -113,7 +110,7 @@ def capped_link(link: Link, network_value: str | None) -> Link:
 def check(results: pd.DataFrame, comm: pd.DataFrame, overlap: float = 0.0) -> pd.DataFrame:
     """Per measured multi-worker configuration with a single-worker run in the same sweep (same model,
     batch and device): the predicted and measured throughput and efficiency, and the prediction error.
-    The exchange follows the run's strategy (STRATEGY_MODEL); a run with a ``network`` cap is predicted
+    The exchange follows the run's strategy's declared ``exchange``; a run with a ``network`` cap is predicted
     with the fitted link's bandwidth held to the cap."""
     fits = allreduce_fits(comm)
     summary = aggregate.summarize(results)
@@ -142,22 +139,23 @@ def check(results: pd.DataFrame, comm: pd.DataFrame, overlap: float = 0.0) -> pd
             net_value = None if pd.isna(net_value) or net_value == aggregate.UNKNOWN else net_value
             fit, fit_world = _nearest_fit(fits, backend, world)
             measured_tp = row["throughput_median"]
-            model = STRATEGY_MODEL.get(strategy)
+            exchange, unmodelled = _exchange(strategy)
             entry = {**keys, "strategy": strategy, "world_size": world, "nodes": int(row["nodes"]),
                      "network": net_value, "backend": backend, "step_time_1_s": step_1, "gradient_bytes": grad,
                      "measured_throughput": measured_tp,
                      "measured_efficiency": measured_tp / (world * base["throughput_median"]),
                      # per-worker step time implied by the measured throughput: T_N = N x batch / throughput
                      "measured_step_s": world * row["batch_per_worker"] / measured_tp}
-            if fit is None or grad is None or model is None:
+            if fit is None or grad is None or exchange is None:
                 entry["note"] = (f"no {backend} allreduce measurement: run `rosetta comm`" if fit is None
                                  else "parameter count unknown" if grad is None
-                                 else f"no model of strategy {strategy}")
+                                 else f"no model of strategy {strategy}: {unmodelled}")
                 out.append(entry)
                 continue
-            algorithm, share, tau_option = model
-            tau = _strategy_tau(results[mask & (results["strategy"] == strategy)], tau_option)
-            servers = _strategy_tau(results[mask & (results["strategy"] == strategy)], SERVERS_OPTION)
+            options = _strategy_options(results[mask & (results["strategy"] == strategy)])
+            algorithm, share = exchange.algorithm, exchange.share_for(options)
+            tau = _option_count(options, exchange.steps_option)
+            servers = _option_count(options, exchange.servers_option)
             net = Network.single(capped_link(link_from_allreduce(fit, fit_world), net_value))
             p = predict(step_1, int(row["batch_per_worker"]), grad * share, world, algorithm, net, tau=tau,
                         overlap=overlap, servers=servers)

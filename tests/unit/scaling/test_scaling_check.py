@@ -116,16 +116,34 @@ def test_report_shows_the_prediction_error_once_comm_has_run(tmp_path, capsys, m
 def test_the_strategy_picks_the_exchange():
     # fit: 1 ms + B / 1e9 over 2 ranks. T1 = 0.1 s (the allreduce single-worker run). Gradients 1e8 B.
     # local_sgd, tau 4: (0.001 + 0.1) / 4 = 0.02525 s. onebit: 1e8/32 + ceil(25e6/512) x 8 = 3,515,632 B
-    # -> 0.001 + 0.003515632 s. fp16: half the bytes -> 0.051 s. powersgd: no model, said so.
+    # -> 0.001 + 0.003515632 s. fp16: half the bytes -> 0.051 s. hierarchical on one link: the ring's 0.101 s.
+    # fsdp resharded: two all-gathers and a reduce-scatter, 1.5x the bytes -> 0.151 s; kept: 0.101 s.
+    # powersgd: no model, said so with the declaration's reason.
     def strategy_row(strategy, run, options=None):
         return {**_training_row(2, 100.0, run), "strategy": strategy, "strategy_options": options,
                 "config_id": f"c2-{strategy}"}
 
     table = results.to_frame([_training_row(1, 80.0, 0), strategy_row("local_sgd", 1, '{"tau": 4}'),
-                              strategy_row("onebit", 2), strategy_row("fp16", 3), strategy_row("powersgd", 4)])
+                              strategy_row("onebit", 2), strategy_row("fp16", 3), strategy_row("powersgd", 4),
+                              strategy_row("hierarchical", 5), strategy_row("fsdp", 6)])
     out = check(table, comm_results.to_frame(_comm_rows(1e-3, 1e9))).set_index("strategy")
     assert out.loc["local_sgd", "tau"] == 4 and out.loc["local_sgd", "comm_time_s"] == pytest.approx(0.02525)
     assert out.loc["onebit", "comm_time_s"] == pytest.approx(0.001 + 3_515_632 / 1e9)
     assert out.loc["fp16", "comm_time_s"] == pytest.approx(0.051)
     assert out.loc["local_sgd", "step_time_1_s"] == pytest.approx(0.1)  # from the allreduce single-worker run
-    assert out.loc["powersgd", "note"] == "no model of strategy powersgd"
+    assert out.loc["hierarchical", "comm_time_s"] == pytest.approx(0.101)
+    assert out.loc["fsdp", "comm_time_s"] == pytest.approx(0.151)
+    assert out.loc["powersgd", "note"].startswith("no model of strategy powersgd: its bytes follow")
+    kept = results.to_frame([_training_row(1, 80.0, 0), strategy_row("fsdp", 1, '{"reshard_after_forward": false}')])
+    assert check(kept, comm_results.to_frame(_comm_rows(1e-3, 1e9)))["comm_time_s"].iloc[-1] == pytest.approx(0.101)
+
+
+def test_every_strategy_has_an_exchange_or_says_why_not():
+    from harness.contract.axes import CommAlgorithm, ModelledExchange, Strategy, StrategyKind
+
+    for strategy in Strategy:
+        assert (strategy.kind.exchange is None) == bool(strategy.kind.unmodelled), strategy
+    with pytest.raises(ValueError, match="not both"):
+        StrategyKind("x", exchange=ModelledExchange(CommAlgorithm.RING), unmodelled="why")
+    with pytest.raises(ValueError, match="not both"):
+        StrategyKind("x", exchange=None)
