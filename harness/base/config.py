@@ -180,6 +180,18 @@ def convert(value: Any, tp: Any, where: Where, key: str, meta: Mapping[str, Any]
     return value
 
 
+def build_tables(value: Any, where: Where, table: str, options_of: typing.Callable[[str], tuple[Any, type]]) -> dict:
+    """A plug-in kind's ``[<table>.<name>]`` tables (strategy, launcher, storage options), each built into the
+    frozen dataclass of its plug-in: ``options_of(name)`` gives the key the result is filed under (a str-Enum
+    member, or the name) and the dataclass, or raises the one-line error that lists the valid names."""
+    tables = expect_table(value, Where(where.file), table)
+    built = {}
+    for name, settings in tables.items():
+        key, cls = options_of(name)
+        built[key] = build(cls, expect_table(settings, where, name), where.sub(name))
+    return built
+
+
 def build(cls: type, table: Mapping[str, Any], where: Where, **extra_meta: Mapping[str, Any]) -> Any:
     """Build dataclass ``cls`` from ``table``: unknown keys, wrong types and bounds are errors.
 

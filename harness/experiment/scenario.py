@@ -281,13 +281,12 @@ def _check_networks(values: tuple[str, ...], where: Where) -> None:
 
 def _launcher_options(value: Any, where: Where) -> dict[str, Any]:
     """``[launcher_options.<name>]`` tables, each built into that launcher's ``Options``."""
-    table = config.expect_table(value, Where(where.file), "launcher_options")
-    result = {}
-    for name, settings in table.items():
+    def options_of(name: str) -> tuple[str, type]:
         config.convert(name, str, where, name, {"choices": launchers.names()})
-        result[name] = config.build(launchers.module(name).Options, config.expect_table(settings, where, name),
-                                    where.sub(name))
-        _check_one_line(result[name], where.sub(name))
+        return name, launchers.module(name).Options
+    result = config.build_tables(value, where, "launcher_options", options_of)
+    for name, options in result.items():
+        _check_one_line(options, where.sub(name))
     return result
 
 

@@ -50,13 +50,10 @@ def shard_reason(strategy: Strategy, workload_options: Mapping[str, Any], world_
 
 def parse_options(value: Any, where: Where) -> dict[Strategy, Any]:
     """``[strategy_options.<name>]`` tables -> one frozen options object per strategy named."""
-    table = config.expect_table(value, Where(where.file), "strategy_options")
-    parsed = {}
-    for name, overrides in table.items():
+    def options_of(name: str) -> tuple[Strategy, type]:
         strategy = config.convert(name, Strategy, where, name)
-        parsed[strategy] = config.build(OPTIONS[strategy], config.expect_table(overrides, where, name),
-                                        where.sub(name))
-    return parsed
+        return strategy, OPTIONS[strategy]
+    return config.build_tables(value, where, "strategy_options", options_of)
 
 
 def resolved(strategy: Strategy, overrides: Mapping[Strategy, Any]) -> dict[str, Any]:

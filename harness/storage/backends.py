@@ -72,12 +72,14 @@ class StorageOptions:
 def parse_options(value: Any, used: tuple, where) -> dict:
     """The scenario's ``[storage_options]``: one table per backend; every non-synthetic backend in the
     matrix needs one with a url. A url carrying credentials is refused (they belong in the environment)."""
-    table = config.expect_table(value, where, "storage_options") if value else {}
     real = [s.value for s in Storage if s.kind.client]
-    config.check_keys(table, real, where)
-    options = {}
-    for name, sub in table.items():
-        opts = config.build(StorageOptions, config.expect_table(sub, where, name), where.sub(name))
+
+    def options_of(name: str) -> tuple[Storage, type]:
+        config.check_keys({name: None}, real, where)
+        return Storage(name), StorageOptions
+    options = config.build_tables(value or {}, where, "storage_options", options_of)
+    for storage, opts in options.items():
+        name = storage.value
         for key in ("url", "endpoint_url"):  # the URL-valued options (user:password@ is refused by config)
             location = getattr(opts, key)
             if "@" in (location.split("://", 1)[1].split("/", 1)[0] if "://" in location else ""):
@@ -86,7 +88,6 @@ def parse_options(value: Any, used: tuple, where) -> dict:
             location = getattr(opts, key)
             if location and "://" not in location and not location.startswith("/"):  # the ranks start elsewhere
                 raise where.sub(name).error(key, f"a relative path ({location!r}); give the whole path, from /")
-        options[Storage(name)] = opts
     for storage in used:
         for key in storage.kind.needs:  # the options its declaration says it needs
             if not getattr(options.get(storage), key, ""):
