@@ -35,6 +35,7 @@ adversarial strings).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -179,3 +180,37 @@ def mask(text: str, masked: str) -> str:
         at = end
     out.append(raw[at:])
     return b"".join(out).decode("utf-8", "surrogatepass")
+
+
+# ------------------------------------------------------------------ a value alone (issue 52: the value net)
+
+# Tokens of well-known shapes, by their prefix (a value is matched whole, case kept): GitHub's (ghp_, gho_,
+# ghu_, ghs_, ghr_, github_pat_), GitLab's (glpat-), Slack's (xoxb- ...), AWS access key ids (AKIA, ASIA),
+# Google API keys (AIza), OpenAI and Stripe keys (sk-, sk_live_, rk_live_), Hugging Face's (hf_), npm's, JWTs
+KNOWN_SHAPES = re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}"
+                          r"|xox[abprs]-[A-Za-z0-9-]{10,}|(?:AKIA|ASIA)[A-Z0-9]{16}|AIza[A-Za-z0-9_-]{35}"
+                          r"|(?:sk|rk)[-_](?:live_|test_|proj-)?[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}"
+                          r"|npm_[A-Za-z0-9]{36}|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{20,}")
+MIN_TOKEN_CHARS = 20  # a value of no known shape must be this long to be taken for a random token
+MIN_PIECE_CHARS = 16  # of it without a separator (- _ . ~), letters of both cases and digits in it
+MIN_TOKEN_ENTROPY = 3.5  # bits per character (a random base62 string of 20 has about 4.1; English words 2-3)
+
+
+def looks_like_token(value: str) -> bool:
+    """True when ``value`` alone looks like a secret whatever holds it: a token of a well-known shape, or a
+    random-looking string (``MIN_TOKEN_CHARS`` or more of base64's and URL-safe characters, a piece of
+    ``MIN_PIECE_CHARS`` between separators with upper and lower case letters and digits all, at
+    ``MIN_TOKEN_ENTROPY`` bits a character or more). Hex digests and UUIDs
+    (one letter case: a commit id, a job id) and paths (``/`` first) are not taken for one."""
+    if KNOWN_SHAPES.fullmatch(value):
+        return True
+    if not _TOKEN_CHARS.fullmatch(value) or value[0] in "/.~":
+        return False
+    # its longest piece between separators holds all three: a sweep id (20261203T132817Z-ac6edc) does not
+    piece = max(re.split(r"[-_.~]", value), key=len)
+    if len(piece) < MIN_PIECE_CHARS or not all(re.search(c, piece) for c in ("[a-z]", "[A-Z]", "[0-9]")):
+        return False
+    counts = [value.count(c) for c in set(value)]
+    entropy = -sum(n / len(value) * math.log2(n / len(value)) for n in counts)
+    return entropy >= MIN_TOKEN_ENTROPY

@@ -4,19 +4,22 @@ scripts, manifests, messages, in dry runs and real runs alike.
 Two nets: credentials inside strings (a password in a URL, a signature in a query string, a key in a
 connection string: ``harness.base.credentials``), masked wherever they appear; and the values of
 secret-looking environment variables (storage keys, SAS tokens, passwords, which the workers inherit and
-may print), masked in free text only. A row's dimensions (framework, workload, ...) and ids are never
+may print; by the variable's name, or by the value's own look whatever the name), masked in free text only,
+in their encoded forms too (base64, URL-encoded, hex: a library printing an Authorization header or a URL). A row's dimensions (framework, workload, ...) and ids are never
 masked by value: a secret that equals one of them is published by the row anyway, and masking it would
 only destroy the data (``HF_TOKEN=resnet50`` must not turn a row's workload into ``***``).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import re
 import secrets as random_bytes
 import tempfile
+import urllib.parse
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -41,16 +44,35 @@ STRUCTURED_FIELDS = frozenset({"sweep_id", "run_id", "config_id", "scenario", "f
 
 
 def secret_values(env: Mapping[str, str] | None = None, public: Iterable[str] = ()) -> list[str]:
-    """Values of the environment variables whose names say they hold a secret, less ``public`` values
-    (a run's dimension values: already in the row in clear)."""
+    """What to mask by value: the values of the environment variables whose names say they hold a secret,
+    and of any variable whose value looks like one (:func:`harness.base.credentials.looks_like_token`: a
+    known token shape, or random-looking), each also as a worker may print it encoded (:func:`encoded_forms`:
+    base64, URL-encoded, hex); less ``public`` values (a run's dimension values: already in the row in clear)."""
     env = os.environ if env is None else env
     public = set(public)
-    whole = {v for k, v in env.items() if SECRET_NAME.search(k)}
+    whole = {v for k, v in env.items() if SECRET_NAME.search(k) or credentials.looks_like_token(v)}
     # and the credentials inside them (a connection string's AccountKey, a URL's password), which a worker
     # may print alone
     parts = {part for v in whole for part in credentials.secrets_in(v)}
     values = {v for v in whole | parts if len(v) >= MIN_SECRET_CHARS and v not in public}
+    values |= {form for v in values for form in encoded_forms(v)} - public
     return sorted(values, key=len, reverse=True)  # longest first: a secret holding another is masked whole
+
+
+def encoded_forms(value: str) -> set[str]:
+    """``value`` as a worker or a library may print it encoded: percent-encoded (upper and lower case hex,
+    ``+`` for spaces too), hex of its UTF-8 (both cases), and base64 (standard and URL-safe) at each of the
+    three places it can start within a longer encoded text (a ``user:password`` pair, a JSON blob): only the
+    characters its own bytes decide, none its neighbours' (so a secret inside any base64 text is found)."""
+    raw = value.encode("utf-8", "surrogateescape")
+    forms = {urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value, safe=""), raw.hex(), raw.hex().upper()}
+    forms.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), urllib.parse.quote(value, safe="")))
+    for lead in range(3):
+        text = base64.b64encode(bytes(lead) + raw + bytes(2)).decode()
+        first, stop = -(-8 * lead // 6), (8 * (lead + len(raw))) // 6  # characters wholly of the value's bits
+        core = text[first:stop]
+        forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return {f for f in forms if f != value and len(f) >= MIN_SECRET_CHARS}
 
 
 def public_values(row_or_dims: Mapping[str, Any]) -> set[str]:
@@ -74,7 +96,7 @@ def scrub_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
     """An environment to record: secret-named variables masked, the others scrubbed."""
-    return {k: MASK if SECRET_NAME.search(k) else scrub(v) for k, v in env.items()}
+    return {k: MASK if SECRET_NAME.search(k) or credentials.looks_like_token(v) else scrub(v) for k, v in env.items()}
 
 
 RECORD = ".secrets.json"  # a run's folder: its secrets' salted hashes, private, while the run has no row

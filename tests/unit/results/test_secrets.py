@@ -33,7 +33,9 @@ def test_ordinary_text_is_left_alone():
 
 def test_values_of_secret_named_variables_are_masked_wherever_they_appear():
     env = {"AZURE_STORAGE_KEY": "Zm9vYmFyYmF6cXV4", "HOME": "/root", "MY_TOKEN": "abc"}  # abc: too short to mask
-    assert redact.secret_values(env) == ["Zm9vYmFyYmF6cXV4"]
+    # the value and its encoded forms (tests/unit/results/test_value_net.py), never the short one
+    assert "Zm9vYmFyYmF6cXV4" in redact.secret_values(env)
+    assert set(redact.secret_values(env)) == {"Zm9vYmFyYmF6cXV4"} | redact.encoded_forms("Zm9vYmFyYmF6cXV4")
     assert redact.scrub("key Zm9vYmFyYmF6cXV4 at /root", redact.secret_values(env)) == "key *** at /root"
     assert redact.scrub_env(env) == {"AZURE_STORAGE_KEY": "***", "HOME": "/root", "MY_TOKEN": "***"}
 
