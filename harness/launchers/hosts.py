@@ -5,6 +5,7 @@ spans the nodes (each host's command one step of the job, on that node)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -152,19 +153,58 @@ NETNS_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "netns_hosts.sh"
 EMULATED_PREFIX = "rosetta-emu"  # the emulated cluster's namespaces (tools/netns_hosts.sh's ROSETTA_NETNS_PREFIX)
 
 
-def planned_hosts(count: int, prefix: str = EMULATED_PREFIX) -> dict[str, str]:
+def run_prefix(pid: int | None = None) -> str:
+    """The namespace prefix of this process's emulated hosts, ``rosetta-emu<pid>``: two runs at once (two
+    reproduce sweeps, two test workers) make sets of their own, and neither's start or stop removes the
+    other's (the script's start clears a set of its prefix first)."""
+    return f"{EMULATED_PREFIX}{pid or os.getpid()}"
+
+
+def planned_hosts(count: int, prefix: str | None = None) -> dict[str, str]:
     """The ``count`` hosts :func:`namespace_hosts` would make ({name: address}), as tools/netns_hosts.sh names
     and numbers them, without making them: what a dry run plans over (no root needed)."""
+    prefix = prefix or run_prefix()
     return {f"{prefix}-h{i}": f"10.213.8.{i + 1}" for i in range(count)}
 
 
+def _orphaned_prefixes(names: list[str]) -> set[str]:
+    """The prefixes of emulated host sets among namespace ``names`` whose process has died (killed before
+    its block could remove them)."""
+    found = set()
+    for name in names:
+        match = re.fullmatch(rf"({re.escape(EMULATED_PREFIX)}(\d+))-(h\d+|sw)", name)
+        if match and not _alive(int(match.group(2))):
+            found.add(match.group(1))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
+
+
+def _stop(prefix: str) -> None:
+    env = {**os.environ, "ROSETTA_NETNS_PREFIX": prefix}
+    subprocess.run([str(NETNS_SCRIPT), "stop"], capture_output=True, env=env, check=False)
+
+
 @contextmanager
-def namespace_hosts(count: int, prefix: str = EMULATED_PREFIX) -> Iterator[dict[str, str]]:
+def namespace_hosts(count: int, prefix: str | None = None) -> Iterator[dict[str, str]]:
     """``count`` hosts made of network namespaces for the length of the block ({name: address}), then
-    removed. Needs root (``ip netns``); a one-line error says so, or what the script answered."""
+    removed; by default a set of this process's own (:func:`run_prefix`), after removing the sets of runs
+    that died. Needs root (``ip netns``); a one-line error says so, or what the script answered."""
     if os.geteuid() != 0:
         raise UserError(f"the emulated cluster's hosts are network namespaces, which need root: run as root, or "
                         f"start them (sudo {NETNS_SCRIPT} start {count}) and name them in a scenario")
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    for orphan in _orphaned_prefixes([line.split()[0] for line in listed.splitlines() if line.split()]):
+        _stop(orphan)
+    prefix = prefix or run_prefix()
     env = {**os.environ, "ROSETTA_NETNS_PREFIX": prefix}
     done = subprocess.run([str(NETNS_SCRIPT), "start", str(count)], capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -172,4 +212,4 @@ def namespace_hosts(count: int, prefix: str = EMULATED_PREFIX) -> Iterator[dict[
     try:
         yield dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     finally:
-        subprocess.run([str(NETNS_SCRIPT), "stop"], capture_output=True, env=env, check=False)
+        _stop(prefix)
