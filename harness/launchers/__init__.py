@@ -22,13 +22,12 @@ Adding a launcher means adding its module and a line here.
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
-from harness.base import config
+from harness.base import config, escaping
 from harness.base.registry import Registry
 from harness.contract import machine_load
 from harness.contract.axes import Device
@@ -177,7 +176,7 @@ def remote_argv(prefix: Argv, cwd: Path, env: Mapping[str, str], argv: Argv) -> 
     there the command is one shell-quoted line, so that no value is split or read as shell syntax.
     """
     remote = ("env", "-C", str(cwd), *(f"{k}={v}" for k, v in env.items()), *argv)
-    return (*prefix, shlex.join(remote)) if prefix[:1] == ("ssh",) else (*prefix, *remote)
+    return (*prefix, escaping.shell_line(remote)) if prefix[:1] == ("ssh",) else (*prefix, *remote)
 
 
 def framework_image(request_or_spec: LaunchRequest | RunSpec, chosen: str = "") -> str:

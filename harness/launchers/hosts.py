@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 
-from harness.base import network
+from harness.base import escaping, network
 from harness.base.errors import UserError
 from harness.contract.spec import RunSpec
 from harness.machines import emulated_cluster
@@ -200,7 +200,8 @@ def namespace_hosts(count: int, prefix: str | None = None) -> Iterator[dict[str,
     that died. Needs root (``ip netns``); a one-line error says so, or what the script answered."""
     if os.geteuid() != 0:
         raise UserError(f"the emulated cluster's hosts are network namespaces, which need root: run as root, or "
-                        f"start them (sudo {NETNS_SCRIPT} start {count}) and name them in a scenario")
+                        f"start them ({escaping.shell_line(['sudo', NETNS_SCRIPT, 'start', count])}) and name them in a "
+                        "scenario")
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     for orphan in _orphaned_prefixes([line.split()[0] for line in listed.splitlines() if line.split()]):
         _stop(orphan)

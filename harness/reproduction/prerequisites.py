@@ -19,6 +19,7 @@ from typing import Callable
 
 import psutil
 
+from harness.base import escaping
 from harness.reproduction import emulated_plan as plan
 from harness.reproduction.published import points
 from harness.reproduction.reference import Reference
@@ -67,8 +68,9 @@ class Check:
             f"{tool} ({TOOLS[tool][1]}, package {TOOLS[tool][0]})" for tool in self.missing_tools]
         fix = []
         if self.packages:
-            fix.append(f"install with `sudo apt-get install -y --no-install-recommends {' '.join(self.packages)}` "
-                       f"(or `sudo {INSTALLER}`, every test server's packages too)")
+            install = escaping.shell_line(["sudo", "apt-get", "install", "-y", "--no-install-recommends", *self.packages])
+            fix.append(f"install with `{install}` (or `{escaping.shell_line(['sudo', INSTALLER])}`, every test "
+                       "server's packages too)")
         if not self.root:
             fix.append("run it as root (`sudo .venv/bin/rosetta reproduce ...`)")
         memory = f"; {self.memory}" if self.memory else ""

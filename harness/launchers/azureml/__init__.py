@@ -27,11 +27,11 @@ from __future__ import annotations
 import io
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness.base import escaping
 from harness.base.errors import UserError
 from harness.contract.axes import Storage
 from harness.contract.spec import SPEC_FORMAT, RunSpec
@@ -101,7 +101,7 @@ def data_input(request: LaunchRequest) -> tuple[dict[str, Any], str]:
 def shell_line(argv: list[str]) -> str:
     """The job's command, a shell line on the nodes: every argument quoted but Azure ML's ``${{...}}``
     placeholders, which it replaces with mount paths before the shell reads the line."""
-    return " ".join(a if PLACEHOLDER.fullmatch(a) else shlex.quote(a) for a in argv)
+    return " ".join(a if PLACEHOLDER.fullmatch(a) else escaping.shell_word(a) for a in argv)
 
 
 def job(request: LaunchRequest) -> Any:

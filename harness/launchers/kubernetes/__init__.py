@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-import yaml
-
+from harness.base import escaping
 from harness.contract.spec import RunSpec
 from harness.launchers import (
     LaunchCommand,
@@ -247,10 +246,9 @@ def command(request: LaunchRequest) -> LaunchCommand:
     """Apply the manifest (and an MPI TrainJob's runtime), then wait for the job's Succeeded condition
     (a TrainJob's: Complete); the run's timeout bounds the wait."""
     spec, opts, kind = request.spec, options(request), job_kind(request)
-    files = {MANIFEST: yaml.safe_dump(manifest(request), sort_keys=False)}
+    files = {MANIFEST: escaping.yaml_document(manifest(request))}
     if kind == JobKind.TRAINJOB and uses_mpi(request) and not opts.runtime:
-        files[RUNTIME] = yaml.safe_dump(kubeflow_trainer.mpi_runtime(runtime_name(request), image(request)),
-                                        sort_keys=False)
+        files[RUNTIME] = escaping.yaml_document(kubeflow_trainer.mpi_runtime(runtime_name(request), image(request)))
     applied = [a for name in sorted(files, key=lambda f: f != RUNTIME) for a in ("-f", str(request.run_dir / name))]
     target = (kind.value.lower(), job_name(request), "--namespace", opts.namespace)
     done = "Complete" if kind == JobKind.TRAINJOB else "Succeeded"

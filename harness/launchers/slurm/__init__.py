@@ -11,12 +11,12 @@ own (``FrameworkInfo.image``, built from ``docker/``; apptainer pulls it as ``do
 
 from __future__ import annotations
 
-import re
-import shlex
 import shutil
 from dataclasses import dataclass, field
 from enum import Enum
 
+from harness.base import escaping
+from harness.base.errors import UserError
 from harness.contract.spec import RunSpec
 from harness.launchers import (
     LaunchCommand,
@@ -54,16 +54,13 @@ class Options:
     extra_sbatch: tuple[str, ...] = field(default=(), metadata={"allow_empty": True})  # e.g. ["--exclusive"]
 
 
-_PLAIN = re.compile(r"[\w@%+=:,./-]+")
-
-
-def sbatch_quoted(value: str) -> str:
-    """``value`` as one argument of an ``#SBATCH`` line, as sbatch reads them (src/sbatch/opt.c, _get_argument:
-    quotes group, a backslash escapes the next character even inside quotes, '#' outside quotes starts a
-    comment): plain text as it is, anything else in double quotes with backslash and quote escaped."""
-    if _PLAIN.fullmatch(value):
-        return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def sbatch_quoted(value: str, where: str = "an #SBATCH line") -> str:
+    """``value`` as one argument of an ``#SBATCH`` line (:func:`harness.base.escaping.sbatch_argument`); a
+    line break in it is a UserError naming ``where`` it came from (never the value: it may be a path)."""
+    try:
+        return escaping.sbatch_argument(value)
+    except escaping.LineBreak as problem:
+        raise UserError(f"[launcher_options.slurm] {where}: {problem}") from None
 
 
 def job_name(request: LaunchRequest) -> str:
@@ -78,17 +75,17 @@ def script(request: LaunchRequest) -> str:
              f"#SBATCH --ntasks-per-node={spec.procs_per_node}", f"#SBATCH --time={opts.time_limit_min}",
              # quoted as sbatch reads #SBATCH lines (quotes group, '#' outside them starts a comment): a
              # results path with a space or '#' stays one argument
-             f"#SBATCH --output={sbatch_quoted(str(request.run_dir / 'slurm-%j.out'))}",
-             f"#SBATCH --chdir={sbatch_quoted(str(request.repo_root))}"]
+             f"#SBATCH --output={sbatch_quoted(str(request.run_dir / 'slurm-%j.out'), 'the results folder')}",
+             f"#SBATCH --chdir={sbatch_quoted(str(request.repo_root), 'the repository folder')}"]
     for flag, value in (("partition", opts.partition), ("account", opts.account),
                         ("gpus-per-node", opts.gpus_per_node), ("cpus-per-task", opts.cpus_per_task)):
         if value:
-            lines.append(f"#SBATCH --{flag}={sbatch_quoted(str(value))}")
-    lines += [f"#SBATCH {sbatch_quoted(extra)}" for extra in opts.extra_sbatch]  # each one option
+            lines.append(f"#SBATCH --{flag}={sbatch_quoted(str(value), flag.replace('-', '_'))}")
+    lines += [f"#SBATCH {sbatch_quoted(extra, 'extra_sbatch')}" for extra in opts.extra_sbatch]  # each one option
     lines += ["set -euo pipefail", *sbatch_wait.exit_status_lines(request.run_dir),  # what sbatch_wait watches
               'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
               f"export MASTER_PORT={opts.master_port}",
-              shlex.join(srun_argv(request))]
+              escaping.shell_line(srun_argv(request))]
     return "\n".join(lines) + "\n"
 
 

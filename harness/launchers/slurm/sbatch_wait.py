@@ -17,12 +17,13 @@ standard library: it runs in the harness's environment on the submitting host.
 from __future__ import annotations
 
 import re
-import shlex
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.base import escaping
 
 EXIT_FILE = "job.exit"
 FILE_POLL_S = 0.2  # a stat of a local file
@@ -47,7 +48,7 @@ class JobRecord:
 def exit_status_lines(folder: Path) -> list[str]:
     """The batch script's lines (after ``set -euo pipefail``) that write its exit status to ``EXIT_FILE``
     in ``folder`` as it ends, whole (by a rename), whatever ends it short of a signal no trap sees."""
-    return [f"ROSETTA_EXIT_FILE={shlex.quote(str(folder / EXIT_FILE))}",
+    return [f"ROSETTA_EXIT_FILE={escaping.shell_word(folder / EXIT_FILE)}",
             """trap 'echo $? > "$ROSETTA_EXIT_FILE.tmp" && mv "$ROSETTA_EXIT_FILE.tmp" "$ROSETTA_EXIT_FILE"' EXIT"""]
 
 
