@@ -32,7 +32,7 @@ from pathlib import Path
 from harness.contract.events import read_rank
 from harness.experiment import scenario
 from harness.launchers.hosts import namespace_hosts
-from harness.machines.faults import BLAME, PHASE_BLAME, RANK_KINDS, FaultKind
+from harness.machines.faults import BLAME, RANK_KINDS, FaultKind
 from harness.results import provenance
 from harness.results.attribution import attribute
 from harness.running.runner import run_sweep
@@ -41,6 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.planted_cluster import NODES, Call, pct, scenario_doc, score_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+# gradients exchanged at 1/8 of their size over links 8 x slower (docs/scaling.md): the same exchange time, 1/8
+# of the bytes this machine's CPU copies and DDP broadcasts at the run's start, most of a run's cost here
+GRADIENT_SCALE = 8
 CLEAN_SCORE = 1.05  # attribution calls a run faulty from this straggler score (own time / the median rank's)
 # each kind's size: 20% and more, as the issue's goal has it; a network card at half its rate; 1 ms more
 # latency a packet (40 x 10GbE's 25 us); intermittent: 1.5 x every 2nd step (the mean slowdown 25%)
@@ -69,9 +72,10 @@ def _score(row: dict) -> dict:
     def right(rank, host) -> bool:
         return kind is not None and (rank == row["fault_rank"] if on_rank else host == row["fault_host"])
 
-    return {"kind": kind, "named": found.straggler_score >= CLEAN_SCORE, "score": found.straggler_score,
-            "place": right(found.slowest.rank, found.slowest.host),
-            "blame": kind is not None and PHASE_BLAME[found.phase] == BLAME[kind], "phase": found.phase,
+    named_rank = None if found.link_named else found.slowest.rank  # a slow link names its host alone
+    return {"kind": kind, "named": found.straggler_score >= CLEAN_SCORE or found.link_named,
+            "score": found.straggler_score, "link_score": found.link_score, "place": right(named_rank, found.host),
+            "blame": kind is not None and found.kind == BLAME[kind].value, "phase": found.kind,
             "naive_place": right(naive_rank, naive_host), "attribution_s": attribution_s, "naive_s": naive_s,
             "run_s": row["run_s"]}
 
@@ -98,7 +102,7 @@ def main() -> None:
             fault = {"kind": kind.value, "seed": seed, **FAULTS[kind]} if kind else None
             name = f"{kind.value if kind else 'clean'}-{seed}"
             start = time.perf_counter()
-            [row] = run_sweep(scenario.parse(scenario_doc(hosts, name, args.steps, 1200, fault), "attribution", name),
+            [row] = run_sweep(scenario.parse(scenario_doc(hosts, name, args.steps, 1200, fault, GRADIENT_SCALE), "attribution", name),
                               Path(args.keep or tmp) / "results")
             row["run_s"] = time.perf_counter() - start
             loads.append(os.getloadavg()[0])
@@ -107,7 +111,7 @@ def main() -> None:
                 continue
             scores.append(_score(row))
             s = scores[-1]
-            print(f"{name}: score {s['score']:.3f} phase {s['phase']} place {s['place']} blame {s['blame']} "
+            print(f"{name}: score {s['score']:.3f} link {s['link_score'] or 0:.3f} kind {s['phase']} place {s['place']} blame {s['blame']} "
                   f"naive {s['naive_place']} ({row['run_s']:.0f} s)", flush=True)
     report(scores, args, loads)
 
@@ -116,7 +120,7 @@ def _call(s: dict) -> Call:
     """The attribution's verdict on one run as the shared score table reads it."""
     kind = s["kind"]
     return Call(kind.value if kind else None, BLAME[kind].value if kind else None,
-                PHASE_BLAME[s["phase"]].value if s["named"] else None, s["place"])
+                s["phase"] if s["named"] else None, s["place"])
 
 
 def report(scores: list[dict], args: argparse.Namespace, loads: list[float]) -> None:
@@ -134,7 +138,7 @@ def report(scores: list[dict], args: argparse.Namespace, loads: list[float]) -> 
     machine = provenance.machine()
     text = (f"\n## Attribution against planted faults ({provenance.utc_now()[:16]} UTC, benchmarks/attribution.py)\n\n"
             f"16 emulated V100s (ResNet-50 tiny, batch 64, exact steps) on 4 hosts (PCIe3, 10GbE), torch_ddp, "
-            f"k = 16, {args.steps} measured steps a run; {args.placements} seeded placements per fault kind "
+            f"k = 16, gradient_scale {GRADIENT_SCALE}, {args.steps} measured steps a run; {args.placements} seeded placements per fault kind "
             f"(seeds {args.first_seed}-{args.first_seed + args.placements - 1}) and {args.clean} fault-free runs. "
             f"Called faulty from a straggler score of {CLEAN_SCORE}; the kind named is the phase blamed "
             f"(compute: compute, exchange: link, data: input, rest: host). The naive detector (the rank with the "

@@ -11,13 +11,15 @@ NODES, PROCS = 4, 4
 
 
 def scenario_doc(hosts: dict[str, str], name: str, measured_steps: int, timeout_s: float,
-                 fault: dict | None) -> dict:
-    """The scenario on ``hosts`` (name -> address), with the ``[faults]`` table ``fault`` (none for None)."""
+                 fault: dict | None, gradient_scale: int = 1) -> dict:
+    """The scenario on ``hosts`` (name -> address), with the ``[faults]`` table ``fault`` (none for None);
+    ``gradient_scale`` s: gradients at 1/s of their size over links s times slower (docs/scaling.md)."""
     doc = {"name": name,
            "settings": {"warmup_steps": 1, "measured_steps": measured_steps, "repeats": 1, "timeout_s": timeout_s,
                         "device": "emulated"},
            "emulation": {"accelerator": "v100", "exchange": "gradients", "intra_link": "PCIe3",
-                         "inter_link": "10GbE", "dilation": 16, "step_variation": "none"},
+                         "inter_link": "10GbE", "dilation": 16, "step_variation": "none",
+                         "gradient_scale": gradient_scale},
            "matrix": {"framework": "torch_ddp", "workload": "resnet50", "size": "tiny", "batch_per_worker": 64,
                       "nodes": NODES, "procs_per_node": PROCS, "launcher": "torchrun"},
            "launcher_options": {"torchrun": {"hosts": list(hosts), "addresses": list(hosts.values()),

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from frameworks.shared import emulated_clock
+from frameworks.shared import emulated_clock, link_probe
 from frameworks.shared.pytorch import checkpointing, emulated_gradients, numerics, runtime
 from frameworks.shared.pytorch.batches import batch_source
 from frameworks.shared.pytorch.ddp_timing import DdpTiming
@@ -93,6 +93,14 @@ def compile_first_step(events: EventWriter, step: Callable[[], torch.Tensor], sy
     events.emit("compile", seconds=time.perf_counter() - t0)
 
 
+def _exchange_with(peer: int, nbytes: int) -> None:
+    """Send ``nbytes`` to rank ``peer`` and receive as many from it at once (gloo's point-to-point)."""
+    out = torch.zeros(nbytes // 4)
+    into = torch.empty_like(out)
+    for request in (dist.isend(out, peer), dist.irecv(into, peer)):
+        request.wait()
+
+
 def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
     """The measured loop of a wrapped model, the single-device baseline (world size 1), the final consensus
     model of the averaging strategies, the checkpoint phase and the end record."""
@@ -131,6 +139,10 @@ def train(spec: RunSpec, events: EventWriter, started: Rank) -> None:
     timing.record(events)
     if watch:
         watch.record(events, window)
+    if emulated:  # each host's link, which no rank's step tells apart (frameworks/shared/link_probe.py)
+        # gradients 1/s of their size over links s times slower: the probe's bytes too, its time the full size's
+        link_probe.probe(events, rank, world, spec.nodes, _exchange_with, dist.barrier,
+                         link_probe.NBYTES // int(spec.emulation.get("gradient_scale", 1)))
     if plain_baseline.applies(spec, world) and not emulated:
         plain_baseline.measure(spec, events, device, device.type, next_batch, started.sync)
     strategy.finish()  # model-averaging strategies: the final consensus model on every rank

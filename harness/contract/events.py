@@ -115,6 +115,7 @@ class RankRecord:
     memory: dict[str, Any] | None = None  # accelerator memory peaks (``memory`` record)
     ddp_timing: dict[str, Any] | None = None  # DDP's own per-step compute and communication times
     pass_timing: dict[str, Any] | None = None  # the same, timed by a framework's own code (Horovod, Chainer)
+    link_probe: dict[str, Any] | None = None  # a host's first rank: its link timed against each other host's
     skip: str | None = None
     errors: list[str] = field(default_factory=list)
     error_time: float | None = None  # Unix seconds of the first error record
@@ -167,7 +168,8 @@ def read_rank(out_dir: Path, rank: int) -> RankRecord:
             record.staleness = list(ev["values"])
         elif kind == "server":
             record.server = ev
-        elif kind in ("data", "emulation", "checkpoint", "memory", "ddp_timing", "pass_timing"):
+        elif kind in ("data", "emulation", "checkpoint", "memory", "ddp_timing", "pass_timing",
+                      "link_probe"):
             setattr(record, kind, ev)
         elif kind == "skip":
             record.skip = ev.get("reason", "")

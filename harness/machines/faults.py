@@ -56,7 +56,8 @@ RANK_KINDS = (FaultKind.SLOW_GPU, FaultKind.INTERMITTENT)  # placed on a rank; t
 LINK_KINDS = (FaultKind.SLOW_NIC, FaultKind.LONG_LINK)
 BLAME = {FaultKind.SLOW_GPU: Blame.COMPUTE, FaultKind.INTERMITTENT: Blame.COMPUTE, FaultKind.SLOW_NIC: Blame.LINK,
          FaultKind.LONG_LINK: Blame.LINK, FaultKind.SLOW_LOADER: Blame.INPUT, FaultKind.CPU_HOG: Blame.HOST}
-PHASE_BLAME = {"compute": Blame.COMPUTE, "exchange": Blame.LINK, "data": Blame.INPUT, "rest": Blame.HOST}
+PHASE_BLAME = {"compute": Blame.COMPUTE, "exchange": Blame.LINK, "data": Blame.INPUT, "rest": Blame.HOST,
+               "link": Blame.LINK}  # an attribution_phase, or its attribution_kind "link" (a probed host link)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,17 @@ Per rank, in seconds per measured step (means over the raw per-step records):
 The slowest rank is the one the others wait for: the largest ``own`` time (step - peer_wait, what the rank spent
 on its own work). Its ``straggler_score`` is its own time / the median rank's (1.0: no straggler), as NVIDIA's
 resiliency extension scores a rank's section against its peers; ``attribution_phase`` is the phase in which it
-exceeds the median rank most (seconds). Imports ``harness.contract`` only.
+exceeds the median rank most (seconds).
+
+A slow link shows on no rank's totals: a synchronous exchange runs at its slowest link's pace, so every rank's
+exchange grows alike. Per host, then (frameworks/shared/link_probe.py: each host's first rank times an
+exchange with every other host's, after the window):
+  ``link``       the host's median over its pairs of one pairwise exchange (seconds, as measured); a host
+                 whose card is slow or whose link is long is slow in every pair it is in, any other in one
+The slowest host's ``link_score`` is its link / the median host's. The attribution names first
+(``attribution_kind``, ``attribution_host``) the slow link where its score is at least :data:`LINK_SCORE` and
+above the straggler's, else the straggler with its phase's kind (:data:`PHASE_KIND`). Imports
+``harness.contract`` only.
 """
 
 from __future__ import annotations
@@ -39,6 +49,21 @@ FILE = "attribution.json"  # every rank's breakdown (Attribution.table), kept in
 FORMAT = 1
 PHASES = ("compute", "peer_wait", "exchange", "data", "rest")
 OWN_PHASES = ("compute", "exchange", "data", "rest")  # what a rank spends on its own, not waiting for peers
+PHASE_KIND = {"compute": "compute", "exchange": "link", "data": "input", "rest": "host"}  # what a phase blames
+# A host's link is named slow from this score (its probe / the median host's): a fault-free probe's hosts
+# differed by under 1% on 4 emulated hosts (load 20), a half-rate card's scored 1.48, a 1 ms longer link's
+# 1.34 (benchmarks/RESULTS.md)
+LINK_SCORE = 1.15
+
+
+@dataclass(frozen=True)
+class HostLink:
+    """One host's link, from its first rank's ``link_probe`` record: its median pair (seconds per exchange)."""
+
+    index: int  # the host's index (rank // ranks per host)
+    host: str | None  # its name, as its first rank's hello said
+    seconds: float
+    pairs: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,38 @@ class Attribution:
     median_own: float  # the median rank's own time (s per step)
     straggler_score: float  # slowest rank's own time / median_own
     phase: str  # the phase in which the slowest rank exceeds the median most
+    links: tuple[HostLink, ...] = ()  # each host's probed link (none: no probe, or one host)
+
+    @property
+    def slow_link(self) -> HostLink | None:
+        return max(self.links, key=lambda h: h.seconds, default=None)
+
+    @property
+    def median_link_s(self) -> float | None:
+        return statistics.median(h.seconds for h in self.links) if self.links else None
+
+    @property
+    def link_score(self) -> float | None:
+        """The slowest host's link / the median host's (None without a probe of 3 hosts or more: of two, each
+        pair is the other's too)."""
+        median = self.median_link_s
+        return self.slow_link.seconds / median if len(self.links) >= 3 and median and median > 0 else None
+
+    @property
+    def link_named(self) -> bool:
+        """Whether the slow link is named first: its score at least LINK_SCORE and above the straggler's."""
+        score = self.link_score
+        return score is not None and score >= LINK_SCORE and score > self.straggler_score
+
+    @property
+    def kind(self) -> str:
+        """What is named first: link (a host's probed link) or the straggler's phase's kind."""
+        return "link" if self.link_named else PHASE_KIND[self.phase]
+
+    @property
+    def host(self) -> str | None:
+        """The host named first: the slow link's or the straggler's."""
+        return self.slow_link.host if self.link_named else self.slowest.host
 
     def median(self, phase: str) -> float:
         """The median over ranks of one phase's seconds per step."""
@@ -82,11 +139,21 @@ class Attribution:
         """The result row's columns: the slowest rank, its host, its score, its phases and the median rank's
         (seconds per step) and the phase to blame."""
         fields: dict[str, Any] = {"slowest_rank": self.slowest.rank, "slowest_host": self.slowest.host,
-                                  "straggler_score": self.straggler_score, "attribution_phase": self.phase}
+                                  "straggler_score": self.straggler_score, "attribution_phase": self.phase,
+                                  "attribution_kind": self.kind, "attribution_host": self.host}
         for name in OWN_PHASES:
             fields[f"slowest_{name}_s"] = self.slowest.phase(name)
             fields[f"median_{name}_s"] = self.median(name)
+        if self.links:
+            fields.update(link_host=self.slow_link.host, link_score=self.link_score,
+                          slowest_link_s=self.slow_link.seconds, median_link_s=self.median_link_s)
         return fields
+
+    def link_table(self) -> list[dict[str, Any]]:
+        """One row per probed host (seconds per exchange), for the per-rank table file's ``links``."""
+        median = self.median_link_s
+        return [{"host_index": h.index, "host": h.host, "link_s": h.seconds, "pairs": h.pairs,
+                 "score": h.seconds / median if median else None} for h in self.links]
 
     def table(self) -> list[dict[str, Any]]:
         """One tidy row per rank (seconds per step), for the per-rank table file kept beside the events."""
@@ -162,6 +229,18 @@ def _rank_time(record: RankRecord, least_exposed: float, most_data: float, ratio
     return RankTime(record.rank, (record.hello or {}).get("host"), step, compute, peer_wait, exposed, data, rest)
 
 
+def host_links(ranks: Sequence[RankRecord]) -> tuple[HostLink, ...]:
+    """Each probed host's link: the median of its pairs' exchanges (seconds), from its ``link_probe`` record."""
+    found = []
+    for record in ranks:
+        probe = record.link_probe or {}
+        pairs = [p["seconds"] for p in probe.get("pairs") or []]
+        if pairs:
+            found.append(HostLink(int(probe["host"]), (record.hello or {}).get("host"), statistics.median(pairs),
+                                  len(pairs)))
+    return tuple(sorted(found, key=lambda h: h.index))
+
+
 def attribute(ranks: Sequence[RankRecord]) -> Attribution | None:
     """The per-rank breakdown of a run of two or more training ranks with measured steps (else None)."""
     trained = [r for r in ranks if r.trains and r.step_seconds]
@@ -176,7 +255,7 @@ def attribute(ranks: Sequence[RankRecord]) -> Attribution | None:
     median_phase = {name: statistics.median(t.phase(name) for t in times) for name in OWN_PHASES}
     phase = max(OWN_PHASES, key=lambda name: slowest.phase(name) - median_phase[name])
     score = slowest.own / median_own if median_own > 0 else 1.0
-    return Attribution(times, slowest, median_own, score, phase)
+    return Attribution(times, slowest, median_own, score, phase, host_links(ranks))
 
 
 def read_table(run_dir: Path) -> list[dict[str, Any]] | None:

@@ -205,7 +205,7 @@ def attribution_fields(ranks: list[RankRecord], run_dir: Path, dilation_k: float
     found = attribution.attribute(training(ranks))
     if found is None:
         return {}
-    kept = {"format": attribution.FORMAT, "ranks": found.table()}
+    kept = {"format": attribution.FORMAT, "ranks": found.table(), "links": found.link_table()}
     (run_dir / ATTRIBUTION_FILE).write_text(json.dumps(kept, indent=1))
     return {name: value / dilation_k if name.endswith("_s") else value for name, value in found.row_fields().items()}
 

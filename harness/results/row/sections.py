@@ -272,6 +272,9 @@ ATTRIBUTION = Section("attribution", "where a multi-rank run's step went, per ra
     col("straggler_score", "Float64", "ratio", "its own time per step / the median rank's (1.0: no straggler)"),
     col("attribution_phase", "string", "",
         "the phase it exceeds the median rank in most: compute | exchange | data | rest"),
+    col("attribution_kind", "string", "",
+        "what is named first: link (a host's probed link, link_score) or the phase's kind: compute | link | input | host"),
+    col("attribution_host", "string", "", "the host named first: the slow link's (kind link) or the slowest rank's"),
     col("slowest_compute_s", "Float64", "s", "the slowest rank's compute per step"),
     col("slowest_exchange_s", "Float64", "s", "the slowest rank's exchange per step"),
     col("slowest_data_s", "Float64", "s", "the slowest rank's data per step"),
@@ -280,6 +283,10 @@ ATTRIBUTION = Section("attribution", "where a multi-rank run's step went, per ra
     col("median_exchange_s", "Float64", "s", "the median rank's exchange per step"),
     col("median_data_s", "Float64", "s", "the median rank's data per step"),
     col("median_rest_s", "Float64", "s", "the median rank's rest per step"),
+    col("link_host", "string", "", "the host whose probed link is slowest (each host's median pairwise exchange)"),
+    col("link_score", "Float64", "ratio", "its link / the median host's (1.0: no slow link; empty under 3 hosts)"),
+    col("slowest_link_s", "Float64", "s", "its median pairwise exchange of the link probe (2 MB each way)"),
+    col("median_link_s", "Float64", "s", "the median host's"),
 ))
 
 FAULT = Section("fault", "the fault planted on the emulated cluster ([faults]: harness/machines/faults.py), the truth "

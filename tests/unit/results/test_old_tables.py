@@ -61,6 +61,7 @@ GROUPS = {
     "fault": "fault_kind fault_rank fault_host fault_severity fault_every fault_seed",
     "environment": "environment environment_lock",
     "reduction": "gpus_per_rank gradient_scale",
+    "links": "attribution_kind attribution_host link_host link_score slowest_link_s median_link_s",
 }
 _MAIN = "strategy network telemetry precision storage layout"
 SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table has beyond FIRST)
@@ -104,6 +105,9 @@ SCHEMAS = [  # (schema_version, the commit that wrote it, the groups its table h
     (9, "after-4fcead8", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
                          "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
                          "attribution fault environment reduction"),
+    (10, "after-where", f"{_MAIN} image_id emulation plain mpi pipeline staleness strategy_note stage_layers "
+                        "stage_time partitions mlperf mfu busy cluster exchange_apart emulated_input step_variation "
+                        "attribution fault environment reduction links"),
 ]
 
 
