@@ -3,8 +3,9 @@ ResNet-50 at its tiny size) on 4 network-namespace hosts (PCIe3 inside, 10GbE be
 network card at half its rate (slow_nic 0.5) or a GPU 20% slow (slow_gpu 1.2) at seeded placements
 ([faults], harness/machines/faults.py), and fault-free checks.
 
-Each check runs every probe (16 one-rank compute probes, each card both ways, the 6 pairs, the ring and the
-bisection) with an empty store (so against the median of the others) and is scored: its first finding is
+Each check runs every probe (16 one-rank compute probes, the 4 hosts at once; each card both ways, the 6 pairs,
+the ring; each suspect re-probed; the bisection where a link is slow) with an empty store (so peer-relative:
+against the median and spread of the others) and is scored: its first finding is
 right where it names the planted host's card (slow_nic) or the planted GPU (slow_gpu); a fault-free check is
 right where it finds nothing. Scored as benchmarks/attribution.py is (planted_cluster.score_table): recall
 per kind, precision per class blamed (a GPU: compute; a card, pair or ring: link), false positives. Appends the table to benchmarks/RESULTS.md. Needs root (network namespaces).
@@ -62,7 +63,7 @@ def main() -> None:
     kinds = [FaultKind(k) for k in args.kinds.split(",") if k]
     plan = [(kind, {"kind": kind.value, "seed": seed, **FAULTS[kind]}) for kind in kinds
             for seed in range(args.first_seed, args.first_seed + args.placements)] + [(None, None)] * args.clean
-    lines, calls = [], []
+    lines, calls, before = [], [], _uptime()
     with namespace_hosts(NODES, prefix="rosetta-doctor") as hosts, tempfile.TemporaryDirectory() as tmp:
         for index, (kind, fault) in enumerate(plan):
             cluster = probes.from_loaded(scenario.parse(scenario_doc(hosts, "doctor", 4, 600, fault), "doctor benchmark", "doctor"), "benchmark")
@@ -81,15 +82,22 @@ def main() -> None:
             print(lines[-1], flush=True)
             for v in done.findings:  # every finding, not only the first: what a wrong first one hid
                 print(f"    {check.blame(v)}: {v.evidence()} (margin {judge.margin(v):.2f})", flush=True)
-    report(lines, calls, args)
+    report(lines, calls, args, (before, _uptime()))
 
 
-def report(lines: list[str], calls: list[Call], args: argparse.Namespace) -> None:
+def _uptime() -> str:
+    """The machine's load averages (1, 5, 15 min) now, as uptime gives them."""
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def report(lines: list[str], calls: list[Call], args: argparse.Namespace, load: tuple[str, str]) -> None:
     text = "\n".join([
         "", f"## The cluster check against planted faults ({provenance.utc_now()[:10]}, `benchmarks/doctor.py`)", "",
         f"16 emulated V100s on 4 namespace hosts (10GbE between, dilation 16), every probe, an empty store (each "
-        f"figure against the median of the others); {args.placements} placement(s) per kind, {args.clean} "
-        f"fault-free. Right: the first finding names the planted host's card or GPU (fault-free: nothing).", "",
+        f"figure peer-relative: against the median and spread of the others, each suspect re-probed up to "
+        f"{check.REPEATS} times); {args.placements} placement(s) per kind, {args.clean} fault-free. Right: the first "
+        f"finding names the planted host's card or GPU (fault-free: nothing). Load average (1, 5, 15 min) "
+        f"{load[0]} before, {load[1]} after.", "",
         "| fault | planted | first finding | right | evidence | findings | check took | load (1 min) |",
         "|---|---|---|---|---|---:|---:|---:|", *lines, "", *score_table(calls), ""])
     print(text)

@@ -7,10 +7,12 @@ ring, and the bisection's halves. Emulated figures are undilated: bandwidth x k,
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import itertools
 import os
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -127,6 +129,7 @@ class Session:
     timeout_s: float = 300.0
     launches: int = 0
     failures: list[str] = dataclasses.field(default_factory=list)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     def comm(self, order: tuple[str, ...], collectives: tuple[Collective, ...], sender: str | None = None
              ) -> tuple[dict, tuple[str, ...]]:
@@ -144,14 +147,19 @@ class Session:
         reason = launchers.unsupported_reason("torchrun", spec)  # type: ignore[arg-type]
         if reason:
             raise UserError(f"doctor: cannot launch over {', '.join(order)}: {reason}")
-        self.launches += 1
-        run_dir = self.out_dir / f"{self.launches:03d}-{'+'.join(order)}"
+        run_dir = self.out_dir / f"{self.next_launch():03d}-{'+'.join(order)}"
         rows = comm_runner.run_launch(spec, run_dir, self.check_id, keep_shaping=True)
         if any(r["status"] != "ok" for r in rows):
             self.failures.append(f"{'+'.join(order)}: {rows[0]['status']}: {rows[0].get('reason')}")
             return {}, ()
         ranks = tuple((read_rank(run_dir, r).hello or {}).get("host") for r in range(len(order)))
         return {(r["collective"], int(r["bytes"])): r for r in rows}, ranks
+
+    def next_launch(self) -> int:
+        """The next launch's number (its folder's prefix; a comm launch's rendezvous port is PORT + it)."""
+        with self.lock:
+            self.launches += 1
+            return self.launches
 
     def bandwidth(self, row: Mapping[str, Any]) -> float:
         return float(row["busbw_GBps"]) * self.cluster.dilation
@@ -164,29 +172,63 @@ def link_probes(session: Session) -> list[Measurement]:
     """Per host its card both ways (each host to the next: a broadcast from it, the next's arrival), per pair
     a 2-rank allreduce (the neighbours' from those launches), over 3 hosts or more a ring."""
     hosts, found, pairs = session.cluster.hosts, [], set()
-    big = session.big_bytes
     for i, host in enumerate(hosts):
-        peer = hosts[(i + 1) % len(hosts)]
-        wanted = (Collective.BROADCAST,) + (() if frozenset((host, peer)) in pairs else (Collective.ALLREDUCE,))
-        rows, ranks = session.comm((host, peer), wanted, sender=host)
-        if not rows:
-            continue
-        root = rank_order((host, peer), dict(zip(hosts, session.cluster.addresses))).index(host)
-        sender, receiver = ranks[root], ranks[1 - root]  # as the ranks said where they ran
-        found += [Measurement(Probe.EGRESS, sender, session.bandwidth(rows["broadcast", big]),
-                              f"broadcast {big} B to {receiver}"),
-                  Measurement(Probe.ARRIVAL, receiver, session.latency_us(rows["broadcast", LATENCY_BYTES]),
-                              f"broadcast {LATENCY_BYTES} B from {sender}")]
-        found += _pair(session, (host, peer), rows, pairs)
+        found += card(session, host, hosts[(i + 1) % len(hosts)], pairs)
     for a, b in itertools.combinations(hosts, 2):
         if frozenset((a, b)) not in pairs:
-            rows, _ = session.comm((a, b), (Collective.ALLREDUCE,))
-            found += _pair(session, (a, b), rows, pairs)
+            found += pair(session, (a, b), pairs)
     if len(hosts) >= 3:
-        ring = ring_busbw(session, hosts)
-        if ring is not None:
-            found.append(Measurement(Probe.RING, "+".join(hosts), ring, f"allreduce {big} B over {len(hosts)} ranks"))
+        found += ring(session)
     return found
+
+
+def card(session: Session, host: str, peer: str, pairs: set | None = None) -> list[Measurement]:
+    """``host``'s card sending (a broadcast from it to ``peer``: bus bandwidth) and ``peer``'s receiving (a
+    4-byte broadcast's latency), with the pair's allreduce in the same launch where ``pairs`` lacks it."""
+    hosts, big = session.cluster.hosts, session.big_bytes
+    wanted = (Collective.BROADCAST,) + (() if pairs is None or frozenset((host, peer)) in pairs else (Collective.ALLREDUCE,))
+    rows, ranks = session.comm((host, peer), wanted, sender=host)
+    if not rows:
+        return []
+    root = rank_order((host, peer), dict(zip(hosts, session.cluster.addresses))).index(host)
+    sender, receiver = ranks[root], ranks[1 - root]  # as the ranks said where they ran
+    found = [Measurement(Probe.EGRESS, sender, session.bandwidth(rows["broadcast", big]), f"broadcast {big} B to {receiver}"),
+             Measurement(Probe.ARRIVAL, receiver, session.latency_us(rows["broadcast", LATENCY_BYTES]),
+                         f"broadcast {LATENCY_BYTES} B from {sender}")]
+    return found + (_pair(session, (host, peer), rows, pairs) if pairs is not None else [])
+
+
+def pair(session: Session, hosts: tuple[str, str], pairs: set | None = None) -> list[Measurement]:
+    """A 2-rank allreduce between two hosts: its bus bandwidth and its 4-byte latency."""
+    rows, _ = session.comm(hosts, (Collective.ALLREDUCE,))
+    return _pair(session, hosts, rows, set() if pairs is None else pairs)
+
+
+def ring(session: Session) -> list[Measurement]:
+    """The ring allreduce over every host (none where it failed)."""
+    hosts = session.cluster.hosts
+    figure = ring_busbw(session, hosts)
+    return [] if figure is None else [Measurement(Probe.RING, "+".join(hosts), figure,
+                                                  f"allreduce {session.big_bytes} B over {len(hosts)} ranks")]
+
+
+def remeasure(session: Session, m: Measurement) -> list[Measurement]:
+    """A new sample of ``m``'s probe on its subject (a suspect's repeat: :func:`harness.doctor.judge.confirm`):
+    the GPU's step alone, the card's broadcast from it (or, receiving, from the host before it), the pair's
+    allreduce, the ring."""
+    hosts = session.cluster.hosts
+    if m.probe == Probe.COMPUTE:
+        host, gpu = m.subject.rsplit("/gpu", 1)
+        return gpu_probe(session, hosts.index(host), int(gpu), session.next_launch())
+    if m.probe == Probe.EGRESS:
+        i = hosts.index(m.subject)
+        return card(session, m.subject, hosts[(i + 1) % len(hosts)])
+    if m.probe == Probe.ARRIVAL:
+        i = hosts.index(m.subject)
+        return card(session, hosts[i - 1], m.subject)
+    if m.probe in (Probe.PAIR, Probe.PAIR_LATENCY):
+        return pair(session, tuple(m.subject.split("+")))  # type: ignore[arg-type]
+    return ring(session)
 
 
 def rank_order(order: tuple[str, ...], addresses: Mapping[str, str]) -> tuple[str, ...]:
@@ -228,22 +270,35 @@ def one_gpu(emulation: Mapping[str, Any], host: int, gpu: int, procs_per_node: i
 
 
 def compute_probes(session: Session) -> list[Measurement]:
-    """Each GPU's step alone (a 1-rank run of the scenario's largest run on its host): the median step (s)."""
-    cluster, found = session.cluster, []
-    spec = cluster.spec
+    """Each GPU's step alone (a 1-rank run of the scenario's largest run on its host): the median step (s).
+    The hosts probe at once, one GPU of each at a time (a GPU is alone on its host, as on a real cluster where
+    each host is its own machine): a check's compute probes take a host's GPUs' time, not the cluster's."""
+    spec = session.cluster.spec
     if spec is None:
         return []
-    for index, (host, address) in enumerate(zip(cluster.hosts, cluster.addresses)):
+    found: list[Measurement] = []
+    hosts = range(len(session.cluster.hosts))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(hosts)) as pool:
         for gpu in range(spec.procs_per_node):
-            options = {**spec.launcher_options, "hosts": [host], "addresses": [address]}
-            alone = dataclasses.replace(spec, nodes=1, procs_per_node=1, launcher_options=options,
-                                        emulation=one_gpu(spec.emulation, index, gpu, spec.procs_per_node))
-            session.launches += 1
-            row = runner.run_one(alone, session.out_dir / f"{session.launches:03d}-{host}-gpu{gpu}", session.check_id)
-            if row["status"] != "ok" or row.get("step_time_p50_s") is None:
-                session.failures.append(f"{host}/gpu{gpu}: {row['status']}: {row.get('reason')}")
-                continue
-            found.append(Measurement(Probe.COMPUTE, f"{host}/gpu{gpu}", float(row["step_time_p50_s"]),
-                                     f"{spec.workload.value} {spec.size.value}, batch {spec.batch_per_worker}, "
-                                     f"1 rank, median of {spec.measured_steps} steps"))
+            wave = [pool.submit(gpu_probe, session, index, gpu, session.next_launch()) for index in hosts]
+            for future in wave:
+                found += future.result()
     return found
+
+
+def gpu_probe(session: Session, index: int, gpu: int, launch: int) -> list[Measurement]:
+    """GPU ``gpu`` of host ``index`` alone: a 1-rank run of the scenario there (launch number ``launch``)."""
+    cluster, spec = session.cluster, session.cluster.spec
+    host, address = cluster.hosts[index], cluster.addresses[index]
+    options = {**spec.launcher_options, "hosts": [host], "addresses": [address]}
+    if spec.launcher == "torchrun":  # the hosts probe at once: each launch its own port (hosts may share a namespace)
+        options["rendezvous_port"] = PORT + launch
+    alone = dataclasses.replace(spec, nodes=1, procs_per_node=1, launcher_options=options,
+                                emulation=one_gpu(spec.emulation, index, gpu, spec.procs_per_node))
+    row = runner.run_one(alone, session.out_dir / f"{launch:03d}-{host}-gpu{gpu}", session.check_id)
+    if row["status"] != "ok" or row.get("step_time_p50_s") is None:
+        session.failures.append(f"{host}/gpu{gpu}: {row['status']}: {row.get('reason')}")
+        return []
+    return [Measurement(Probe.COMPUTE, f"{host}/gpu{gpu}", float(row["step_time_p50_s"]),
+                        f"{spec.workload.value} {spec.size.value}, batch {spec.batch_per_worker}, "
+                        f"1 rank, median of {spec.measured_steps} steps")]

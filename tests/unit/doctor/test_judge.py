@@ -67,10 +67,10 @@ def test_findings_are_worst_first():
 
 
 def test_findings_of_unlike_probes_are_ranked_by_how_far_beyond_their_threshold():
-    """As measured on 4 namespace hosts at load 25: a half-rate card (2.02x) beside a latency's noise (3.5x,
+    """As measured on 4 namespace hosts at load 25: a half-rate card (2.02x) beside a latency's noise (here 5.9x,
     just beyond its floor): the card comes first."""
     found = egress(0.52, 1.05, 1.05, 1.05) + [Measurement(Probe.ARRIVAL, h, us)
-                                             for h, us in zip("abcd", (13.1, 11.8, 42.0, 10.8))]
+                                             for h, us in zip("abcd", (13.1, 11.8, 70.0, 10.8))]
     ranked = judge.findings(judge.judge(found))
     assert [(v.measurement.probe, v.measurement.subject) for v in ranked] == [(Probe.EGRESS, "a"), (Probe.ARRIVAL, "c")]
     assert judge.margin(ranked[0]) > judge.margin(ranked[1]) > 1
